@@ -1,0 +1,140 @@
+"""The single-location regression task (Section 2.1) and multiple-location regression (Eq. 30).
+
+SLR(k_star, v_star): tokens X_1, ..., X_L in R^d; a latent location J0 drawn from p (uniform by
+default); given J0 the tokens are independent with
+
+    X_{J0} ~ N(sqrt(d/2) k_star, gamma^2 I_d),     X_l ~ N(0, I_d) for l != J0,
+
+and the label is Y = X_{J0}^T v_star + xi with xi ~ N(0, eps^2). Here ``gamma`` is the standard
+deviation of the informative token (the paper's experiments use gamma^2 = 1/2) and ``eps`` the noise
+standard deviation. Locations are 0-based in code (the paper writes 1..L).
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from slr._validate import (check_int, check_key, check_nonneg, check_orthogonal, check_positive,
+                           check_unit, check_interval)
+
+__all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "orthonormal_frame"]
+
+
+def orthonormal_frame(key, d: int, m: int):
+    """``m`` orthonormal vectors of R^d, uniform (Haar) in distribution: an array of shape (m, d)."""
+    g = jax.random.normal(key, (d, m), dtype=jnp.float64)
+    q, r = jnp.linalg.qr(g)
+    q = q * jnp.sign(jnp.diag(r))  # Haar measure: fix the signs of the QR factorisation
+    return q.T
+
+
+def sample_oracle(key, d: int):
+    """A pair (k_star, v_star) of orthonormal vectors of R^d, each uniform on the sphere S^{d-1}.
+
+    Requires d >= 2 (two orthogonal unit vectors must exist).
+    """
+    check_key("key", key)
+    check_int("d", d, lo=2)
+    k_star, v_star = orthonormal_frame(key, d, 2)
+    return k_star, v_star
+
+
+def sample_oracle_multi(key, d: int, H: int):
+    """H pairs (k_star_h, v_star_h): 2H mutually orthonormal vectors, as two arrays of shape (H, d)."""
+    check_key("key", key)
+    check_int("H", H, lo=1)
+    check_int("d", d, lo=2 * H)
+    frame = orthonormal_frame(key, d, 2 * H)
+    return frame[:H], frame[H:]
+
+
+def _check_probs(p, L):
+    p = np.asarray(p, dtype=float)
+    if p.shape != (L,):
+        raise ValueError(f"p must have shape (L,) = ({L},), got shape {p.shape}")
+    check_interval("p", p, 0.0, 1.0)
+    if abs(p.sum() - 1.0) > 1e-9:
+        raise ValueError(f"p must sum to 1, got sum {p.sum()!r}")
+    return jnp.asarray(p)
+
+
+def sample(key, n: int, k_star, v_star, *, L: int, gamma: float, eps: float = 0.0, p=None):
+    """Draw ``n`` i.i.d. samples of SLR(k_star, v_star) (Section 2.1).
+
+    Args:
+        key: JAX PRNG key.
+        n: number of sequences (>= 1).
+        k_star, v_star: orthonormal vectors of shape (d,).
+        L: number of tokens per sequence (>= 1).
+        gamma: standard deviation of the informative token (> 0).
+        eps: standard deviation of the label noise (>= 0).
+        p: optional location probabilities of shape (L,); uniform when None.
+
+    Returns:
+        X of shape (n, L, d), y of shape (n,), J0 of shape (n,) (0-based locations).
+    """
+    check_key("key", key)
+    n = check_int("n", n)
+    L = check_int("L", L)
+    check_positive("gamma", gamma)
+    check_nonneg("eps", eps)
+    check_unit("k_star", k_star)
+    d = int(np.shape(k_star)[0])
+    check_unit("v_star", v_star, d=d)
+    check_orthogonal("k_star", k_star, "v_star", v_star)
+    probs = None if p is None else _check_probs(p, L)
+    return _sample(key, n, jnp.asarray(k_star), jnp.asarray(v_star), L, gamma, eps, probs)
+
+
+def _sample(key, n, k_star, v_star, L, gamma, eps, probs):
+    d = k_star.shape[0]
+    kx, kj, kg, kn = jax.random.split(key, 4)
+    X = jax.random.normal(kx, (n, L, d), dtype=jnp.float64)
+    if probs is None:
+        J0 = jax.random.randint(kj, (n,), 0, L)
+    else:
+        J0 = jax.random.choice(kj, L, (n,), p=probs)
+    signal = math.sqrt(d / 2.0) * k_star + gamma * jax.random.normal(kg, (n, d), dtype=jnp.float64)
+    X = X.at[jnp.arange(n), J0].set(signal)
+    y = signal @ v_star + eps * jax.random.normal(kn, (n,), dtype=jnp.float64)
+    return X, y, J0
+
+
+def sample_multi(key, n: int, k_stars, v_stars, *, L: int, gamma: float, eps: float = 0.0):
+    """Multiple-location regression (Appendix E.3, Eq. 30) with H = len(k_stars) heads.
+
+    Y = sum_h X_{J_h}^T v_star_h + xi, the (J_1, ..., J_H) distinct and uniform over ordered tuples of
+    distinct positions, X_{J_h} ~ N(sqrt(d/2) k_star_h, gamma^2 I), the other tokens N(0, I).
+
+    Args:
+        k_stars, v_stars: arrays of shape (H, d), all 2H rows mutually orthonormal.
+
+    Returns:
+        X of shape (n, L, d), y of shape (n,), J of shape (n, H).
+    """
+    check_key("key", key)
+    n = check_int("n", n)
+    k_stars = np.atleast_2d(np.asarray(k_stars, dtype=float))
+    v_stars = np.atleast_2d(np.asarray(v_stars, dtype=float))
+    if k_stars.shape != v_stars.shape:
+        raise ValueError(f"k_stars and v_stars must have the same shape (H, d), got {k_stars.shape} and {v_stars.shape}")
+    H, d = k_stars.shape
+    L = check_int("L", L, lo=H)
+    check_positive("gamma", gamma)
+    check_nonneg("eps", eps)
+    frame = np.concatenate([k_stars, v_stars])
+    gram = frame @ frame.T
+    if np.max(np.abs(gram - np.eye(2 * H))) > 1e-6:
+        raise ValueError("k_stars and v_stars must be 2H mutually orthonormal vectors (rows)")
+    k_stars, v_stars = jnp.asarray(k_stars), jnp.asarray(v_stars)
+    kx, kj, kg, kn = jax.random.split(key, 4)
+    X = jax.random.normal(kx, (n, L, d), dtype=jnp.float64)
+    # distinct locations: the first H entries of a uniform random permutation of 0..L-1
+    J = jnp.argsort(jax.random.uniform(kj, (n, L)), axis=1)[:, :H]
+    signal = math.sqrt(d / 2.0) * k_stars[None] + gamma * jax.random.normal(kg, (n, H, d), dtype=jnp.float64)
+    X = X.at[jnp.arange(n)[:, None], J].set(signal)
+    y = jnp.einsum("nhd,hd->n", signal, v_stars) + eps * jax.random.normal(kn, (n,), dtype=jnp.float64)
+    return X, y, J
