@@ -1,0 +1,72 @@
+"""Sphinx extension: keep the built book self-contained and its browser console clean.
+
+- Checks that `html_extra_path` holds the local MathJax / widget assets (run `make book`, which fetches them
+  with `.ci/offline_assets.py`), so a build never silently falls back to a CDN.
+- Removes duplicate inline scripts: sphinx-thebe 0.3.1 registers its `const THEBE_JS_URL = ...` script once
+  per `env-before-read-docs`, and a second copy on a page is a SyntaxError ("already been declared").
+- Adds a tiny bridge for the ipywidgets HTML manager, which typesets widget labels through the MathJax 2
+  API (`MathJax.Hub.Queue`) while the book serves MathJax 3.
+"""
+from pathlib import Path
+
+from sphinx.errors import ConfigError
+
+HUB_BRIDGE = """
+document.addEventListener("DOMContentLoaded", function () {
+  var MJ = window.MathJax;
+  if (!MJ || !MJ.version || MJ.version.charAt(0) !== "3" || MJ.Hub) { return; }
+  MJ.Hub = {Queue: function () {
+    var els = [];
+    for (var i = 0; i < arguments.length; i++) {
+      var a = arguments[i];
+      if (Array.isArray(a) && a[0] === "Typeset" && a[2]) { els.push(a[2]); }
+    }
+    if (els.length && MJ.startup && MJ.startup.promise) {
+      MJ.startup.promise.then(function () { return MJ.typesetPromise(els); });
+    }
+  }};
+});
+"""
+
+
+def _check_assets(app):
+    config = app.config
+    if app.builder.format != "html":
+        return
+    for extra in config.html_extra_path:
+        root = Path(app.confdir, extra)
+        for asset in ("mathjax/tex-chtml-full.js", "widgets/embed-amd.js", "widgets/require.js"):
+            if (root / asset).is_file():
+                break
+        else:
+            continue
+        missing = [a for a in ("mathjax/tex-chtml-full.js", "widgets/embed-amd.js", "widgets/require.js")
+                   if not (root / a).is_file()]
+        if missing:
+            raise ConfigError(f"offline assets missing in {root}: {missing}; run `make book`")
+        return
+    raise ConfigError("no html_extra_path holds the offline MathJax / widget assets; run `make book` "
+                      "(it runs .ci/offline_assets.py)")
+
+
+def _dedupe_scripts(app, pagename, templatename, context, doctree):
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, kept = set(), []
+    for js in scripts:
+        key = (str(getattr(js, "filename", js) or ""),  # inline scripts: None or ""
+               tuple(sorted((k, str(v)) for k, v in getattr(js, "attributes", {}).items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append(js)
+    scripts[:] = kept
+
+
+def setup(app):
+    app.connect("builder-inited", _check_assets)
+    app.add_js_file(None, body=HUB_BRIDGE, priority=900)
+    # early: `html-page-context` is emitted with emit_firstresult, so a late listener may never run
+    app.connect("html-page-context", _dedupe_scripts, priority=100)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
