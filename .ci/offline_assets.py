@@ -40,8 +40,8 @@ PACKAGES = [
         "LICENSE": "widgets/LICENSE-html-manager",
         "dist/embed-amd.js": "widgets/embed-amd.js",
         "dist/embed.js.LICENSE.txt": "widgets/embed.js.LICENSE.txt",
-        # fonts (Font Awesome) that embed-amd.js references next to itself
-        **{f"dist/{h}": f"widgets/{h}" for h in (
+        # fonts (Font Awesome) that embed-amd.js loads from <require.js baseUrl>/<module id>/../
+        **{f"dist/{h}": f"widgets/@jupyter-widgets/html-manager/dist/{h}" for h in (
             "1551f4f60c37af51121f.woff2", "2285773e6b4b172f07d9.woff", "23f19bb08961f37aaf69.eot",
             "2f517e09eb2ca6650ff5.svg", "4689f52cc96215721344.svg", "491974d108fe4002b2aa.ttf",
             "527940b104eb2ea366c8.ttf", "77206a6bb316fa0aded5.eot", "7a3337626410ca2f4071.woff2",
@@ -52,8 +52,6 @@ PACKAGES = [
         "require.js": "widgets/require.js",
     }),
 ]
-
-# Inline copy of RequireJS' licence header is in require.js itself; MathJax and html-manager ship LICENSE.
 
 
 def _fetch(name, version, tmp):
