@@ -55,7 +55,8 @@ browser: install chromium
 ## The book for a course: exercise solutions left out (sphinx-exercise hide_solutions). _build/course/html
 course: install assets
 	@mkdir -p _build/course
-	sed 's/^\(    hide_solutions:\) false/\1 true/' _config.yml > _build/course/_config.yml
+	sed -e 's/^\(    hide_solutions:\) false/\1 true/' \
+	    -e 's|^\(    offline_book:\) web/|\1 $(CURDIR)/web/|' _config.yml > _build/course/_config.yml
 	grep -q '^    hide_solutions: true' _build/course/_config.yml
 	$(BIN)/jupyter-book build . $(JB_FLAGS) --config _build/course/_config.yml --path-output _build/course
 	@echo "The course book (no solutions) is at $(CURDIR)/_build/course/_build/html/index.html"
