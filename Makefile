@@ -59,6 +59,7 @@ course: install assets
 	    -e 's|^\(    offline_book:\) web/|\1 $(CURDIR)/web/|' _config.yml > _build/course/_config.yml
 	grep -q '^    hide_solutions: true' _build/course/_config.yml
 	$(BIN)/jupyter-book build . $(JB_FLAGS) --config _build/course/_config.yml --path-output _build/course
+	@! grep -rl 'class="solution' _build/course/_build/html --include='*.html' || (echo "solutions left in the course build"; false)
 	@echo "The course book (no solutions) is at $(CURDIR)/_build/course/_build/html/index.html"
 
 ## The whole book as one PDF (pdflatex), _build/latex/book.pdf. Not part of `make test` (slow).
@@ -67,6 +68,8 @@ pdf: install
 	  || ($(APT) update -q && $(APT) install -y -q latexmk texlive-latex-recommended \
 	      texlive-fonts-recommended texlive-latex-extra tex-gyre poppler-utils)
 	$(BIN)/jupyter-book build . $(JB_FLAGS) --builder pdflatex
+	@! grep -E "LaTeX Warning: (Hyper r|R)eference .* undefined|There were undefined references" _build/latex/book.log \
+	  || (echo "unresolved cross-references in the PDF"; false)
 	pdfinfo _build/latex/book.pdf | grep Pages
 
 ## What Binder does: a fresh venv from requirements.txt alone plus `pip install .` runs every chapter.
