@@ -36,24 +36,22 @@ document.addEventListener("DOMContentLoaded", function () {
 """
 
 
+ASSETS = ("mathjax/tex-chtml-full.js", "widgets/require.js", "widgets/setup.js", "widgets/embed-amd.js")
+
+
 def _check_assets(app):
-    config = app.config
+    """The HTML build serves its own MathJax and widget manager, or fails (never a CDN fallback)."""
     if app.builder.format != "html":
         return
-    for extra in config.html_extra_path:
-        root = Path(app.confdir, extra)
-        for asset in ("mathjax/tex-chtml-full.js", "widgets/embed-amd.js", "widgets/require.js"):
-            if (root / asset).is_file():
-                break
-        else:
-            continue
-        missing = [a for a in ("mathjax/tex-chtml-full.js", "widgets/embed-amd.js", "widgets/require.js")
-                   if not (root / a).is_file()]
-        if missing:
-            raise ConfigError(f"offline assets missing in {root}: {missing}; run `make book`")
-        return
-    raise ConfigError("no html_extra_path holds the offline MathJax / widget assets; run `make book` "
-                      "(it runs .ci/offline_assets.py)")
+    config = app.config
+    remote = [u for u in [config.mathjax_path, *config.nb_ipywidgets_js] if "://" in u]
+    if remote:
+        raise ConfigError(f"the book must not load scripts from other hosts: {remote}")
+    roots = [Path(app.confdir, extra) for extra in config.html_extra_path]
+    missing = [a for a in ASSETS if not any((r / a).is_file() for r in roots)]
+    if missing:
+        raise ConfigError(f"offline assets {missing} are in no html_extra_path folder {roots}: "
+                          "run `make book` (it fetches them with .ci/offline_assets.py)")
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
