@@ -4,8 +4,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JB_FLAGS := -n -W --keep-going
+# MathJax 3, RequireJS and the ipywidgets HTML manager, served by the book itself (html_extra_path).
+ASSETS := _build/offline-assets/.stamp
+# Debian packages installed only where absent (root, or sudo when available).
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT    := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: install book test unit notebooks build-check bench clean
+.PHONY: install assets chromium book test unit notebooks browser course pdf binder-check build-check bench clean
 
 install: $(STAMP)
 
@@ -16,22 +21,60 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	@touch $(STAMP)
 
+assets: $(ASSETS)
+
+$(ASSETS): .ci/offline_assets.py | $(STAMP)
+	$(BIN)/python .ci/offline_assets.py
+
+## The headless browser of the browser test (Debian's, never one downloaded by a tool).
+chromium:
+	@command -v chromium >/dev/null || ($(APT) update -q && $(APT) install -y -q chromium chromium-driver)
+
 ## Execute every chapter and build the HTML book (warnings are errors).
-book: install
+book: install assets
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-## Unit tests, nbval run of every chapter, then the book build check.
-test: install
-	$(BIN)/python -m pytest tests -q
+## Unit tests, nbval run of every chapter, the book build, then every page in headless Chromium.
+test: install assets chromium
+	$(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py
 	$(BIN)/python -m pytest --nbval-lax book -q
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
+	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py -q
 
 unit: install
-	$(BIN)/python -m pytest tests -q
+	$(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py
 
 notebooks: install
 	$(BIN)/python -m pytest --nbval-lax book -q
+
+## The browser test alone, on the book already built in _build/html.
+browser: install chromium
+	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py -q
+
+## The book for a course: exercise solutions left out (sphinx-exercise hide_solutions). _build/course/html
+course: install assets
+	@mkdir -p _build/course
+	sed -e 's/^\(    hide_solutions:\) false/\1 true/' \
+	    -e 's|^\(    offline_book:\) web/|\1 $(CURDIR)/web/|' _config.yml > _build/course/_config.yml
+	grep -q '^    hide_solutions: true' _build/course/_config.yml
+	$(BIN)/jupyter-book build . $(JB_FLAGS) --config _build/course/_config.yml --path-output _build/course
+	@! grep -rl 'class="solution' _build/course/_build/html --include='*.html' || (echo "solutions left in the course build"; false)
+	@echo "The course book (no solutions) is at $(CURDIR)/_build/course/_build/html/index.html"
+
+## The whole book as one PDF (pdflatex), _build/latex/book.pdf. Not part of `make test` (slow).
+pdf: install
+	@command -v latexmk >/dev/null && command -v pdfinfo >/dev/null && kpsewhich tgtermes.sty >/dev/null \
+	  || ($(APT) update -q && $(APT) install -y -q latexmk texlive-latex-recommended \
+	      texlive-fonts-recommended texlive-latex-extra tex-gyre poppler-utils)
+	$(BIN)/jupyter-book build . $(JB_FLAGS) --builder pdflatex
+	@! grep -E "LaTeX Warning: (Hyper r|R)eference .* undefined|There were undefined references" _build/latex/book.log \
+	  || (echo "unresolved cross-references in the PDF"; false)
+	pdfinfo _build/latex/book.pdf | grep Pages
+
+## What Binder does: a fresh venv from requirements.txt alone plus `pip install .` runs every chapter.
+binder-check:
+	SLR_BINDER_CHECK=1 $(BIN)/python -m pytest tests/test_binder_env.py -q -s
 
 bench: install
 	$(BIN)/python benchmarks/bench_figures.py
