@@ -26,25 +26,32 @@ __all__ = ["overlaps", "risk", "risk_at", "oracle_risk", "excess_risk", "null_ri
            "linear_weights", "monte_carlo_risk"]
 
 
+def _as_float_array(name, val, accepted):
+    try:
+        return np.asarray(val, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {accepted}, got {val!r}") from None
+
+
 def _check_common(lam, gamma, d, L, eps):
     for name, val in (("lam", lam), ("gamma", gamma)):
         if not is_traced(val):
-            arr = np.asarray(val, dtype=float)
+            arr = _as_float_array(name, val, "> 0 and finite")
             if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
                 raise ValueError(f"{name} must be > 0 and finite, got {val!r}")
     if not is_traced(eps):
-        arr = np.asarray(eps, dtype=float)
+        arr = _as_float_array("eps", eps, ">= 0 and finite")
         if not np.all(np.isfinite(arr)) or np.any(arr < 0):
             raise ValueError(f"eps must be >= 0 and finite, got {eps!r}")
     if d is not None and not is_traced(d):
-        arr = np.asarray(d, dtype=float)
-        if not np.all(np.isfinite(arr)) or np.any(arr < 1):
-            raise ValueError(f"d must be >= 1, got {d!r}")
+        arr = _as_float_array("d", d, "a finite number >= 1")
+        if (not np.all(np.isfinite(arr)) or np.any(arr < 1) or isinstance(d, (bool, np.bool_))
+                or np.asarray(d).dtype == bool):
+            raise ValueError(f"d must be a finite number >= 1, got {d!r}")
     if not is_traced(L):
-        arr = np.asarray(L)
-        if (not np.all(np.isfinite(np.asarray(arr, float))) or np.any(np.asarray(arr, float) < 1)
-                or np.any(np.asarray(arr, float) != np.round(np.asarray(arr, float)))
-                or arr.dtype == bool):
+        farr = _as_float_array("L", L, "an integer >= 1")
+        if (not np.all(np.isfinite(farr)) or np.any(farr < 1) or np.any(farr != np.round(farr))
+                or np.asarray(L).dtype == bool):
             raise ValueError(f"L must be an integer >= 1, got {L!r}")
 
 
@@ -84,6 +91,10 @@ def risk(kappa, nu, theta, eta, rho, *, lam, gamma, d, L, eps=0.0):
     for name, val in (("kappa", kappa), ("nu", nu), ("theta", theta), ("eta", eta), ("rho", rho)):
         check_interval(name, val, -1.0, 1.0)
     _check_common(lam, gamma, d, L, eps)
+    # lists and tuples broadcast like arrays
+    kappa, nu, theta, eta, rho, lam, gamma, d, L, eps = (
+        jnp.asarray(x) if isinstance(x, (list, tuple)) else x
+        for x in (kappa, nu, theta, eta, rho, lam, gamma, d, L, eps))
     return _risk(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps)
 
 
@@ -99,8 +110,7 @@ def risk_at(k, v, k_star, v_star, *, lam, gamma, L, eps=0.0):
 def oracle_risk(*, lam, gamma, d, L, eps=0.0):
     """Theorem 1: R_lam(k_star, v_star)
     = eps^2 + gamma^2 E[(1 - erf(lam sqrt(d/2) + lam gamma Z))^2] + (L - 1) zeta(0; lam)."""
-    _check_common(lam, gamma, d, L, eps)
-    return _risk(1.0, 1.0, 0.0, 0.0, 0.0, lam, gamma, d, L, eps)
+    return risk(1.0, 1.0, 0.0, 0.0, 0.0, lam=lam, gamma=gamma, d=d, L=L, eps=eps)
 
 
 def excess_risk(kappa, nu, theta, eta, rho, *, lam, gamma, d, L, eps=0.0):
