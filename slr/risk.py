@@ -13,6 +13,7 @@ psi0 = 2 / sqrt(pi (1 + 2 lam^2)). ``gamma`` and ``eps`` are standard deviations
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -175,6 +176,19 @@ def _frame(k, v, k_star, v_star):
     return q
 
 
+@partial(jax.jit, static_argnames=("chunk", "L", "predictor"))
+def _mc_errors(key, kr, vr, ksr, vsr, scale, gamma, eps, lam, *, chunk, L, predictor):
+    """Squared errors of ``chunk`` samples drawn in the reduced frame (compiled once per shape)."""
+    r = kr.shape[0]
+    kx, kj, kg, kn = jax.random.split(key, 4)
+    X = jax.random.normal(kx, (chunk, L, r), dtype=jnp.float64)
+    J0 = jax.random.randint(kj, (chunk,), 0, L)
+    signal = scale * ksr + gamma * jax.random.normal(kg, (chunk, r), dtype=jnp.float64)
+    X = X.at[jnp.arange(chunk), J0].set(signal)
+    y = signal @ vsr + eps * jax.random.normal(kn, (chunk,), dtype=jnp.float64)
+    return jnp.square(y - predictor(X, kr, vr, lam))
+
+
 def monte_carlo_risk(key, k, v, k_star, v_star, *, lam, gamma, L, eps=0.0, n, predictor=None,
                      chunk: int = 200_000):
     """Monte Carlo estimate of E[(Y - T(X))^2] with its standard error: returns (mean, stderr).
@@ -204,19 +218,12 @@ def monte_carlo_risk(key, k, v, k_star, v_star, *, lam, gamma, L, eps=0.0, n, pr
     k, v, k_star, v_star = map(lambda x: jnp.asarray(x, jnp.float64), (k, v, k_star, v_star))
     Q = _frame(k, v, k_star, v_star)
     kr, vr, ksr, vsr = (Q.T @ x for x in (k, v, k_star, v_star))
-    r = Q.shape[1]
 
-    @jax.jit
-    def sums(key, m):
-        del m
-        kx, kj, kg, kn = jax.random.split(key, 4)
-        X = jax.random.normal(kx, (chunk, L, r), dtype=jnp.float64)
-        J0 = jax.random.randint(kj, (chunk,), 0, L)
-        signal = math.sqrt(d / 2.0) * ksr + gamma * jax.random.normal(kg, (chunk, r), dtype=jnp.float64)
-        X = X.at[jnp.arange(chunk), J0].set(signal)
-        y = signal @ vsr + eps * jax.random.normal(kn, (chunk,), dtype=jnp.float64)
-        err = jnp.square(y - predictor(X, kr, vr, lam))
-        return err
+    chunk = min(chunk, n)
+    scale = math.sqrt(d / 2.0)
+
+    def sums(kk, _):
+        return _mc_errors(kk, kr, vr, ksr, vsr, scale, gamma, eps, lam, chunk=chunk, L=L, predictor=predictor)
 
     total, total2, count = 0.0, 0.0, 0
     keys = jax.random.split(key, -(-n // chunk))
