@@ -81,6 +81,8 @@ def test_risk_against_monte_carlo():
             assert exact >= eps ** 2
             zs.append((exact - mean) / se)
     zs = np.array(zs)
+    print(f"\n[risk vs MC] {len(zs)} points, max |z| = {np.max(np.abs(zs)):.2f}, mean z = {zs.mean():+.2f}, "
+          f"sd z = {zs.std():.2f}")
     assert len(zs) == 56
     assert np.max(np.abs(zs)) < 4.0, zs
     # z-scores look standard normal as a whole (a bias would shift the mean)
@@ -146,6 +148,7 @@ def test_oracle_risk_against_monte_carlo():
                                       L=L, eps=eps, n=50_000, chunk=50_000)
         zs.append((float(R.oracle_risk(lam=lam, gamma=gamma, d=d, L=L, eps=eps)) - mean) / se)
     del rng
+    print(f"\n[oracle vs MC] z = {np.round(zs, 2)}")
     assert max(map(abs, zs)) < 4.0, zs
 
 
@@ -166,6 +169,7 @@ def test_risk_against_full_dimensional_monte_carlo():
         err = np.asarray(jnp.square(y - predictors.attention_erf(X, k, v, lam)))
         z = (float(R.risk(*R.overlaps(k, v, ks, vs), lam=lam, gamma=gamma, d=d, L=L, eps=eps)) - err.mean()) \
             / (err.std(ddof=1) / math.sqrt(n))
+        print(f"\n[full-d MC] z = {z:+.2f}")
         assert abs(z) < 4.0, z
 
 
@@ -229,6 +233,8 @@ def test_linear_predictor_against_least_squares(L, gamma, eps, p):
     Xt, yt, _ = task.sample(jax.random.fold_in(key, 2), n, ks, vs, L=L, gamma=gamma, eps=eps, p=p)
     err = np.square(np.asarray(yt) - np.asarray(Xt).reshape(n, L * d) @ w)
     mse, se = err.mean(), err.std(ddof=1) / math.sqrt(n)
+    print(f"\n[linear L={L} p={p}] max |w - w_lin| = {np.max(np.abs(w.reshape(L, d) - W_theory)):.1e} (tol {tol:.1e}); "
+          f"test MSE {mse:.5f} +- {se:.1e} vs formula {theory:.5f} (z = {(mse - theory) / se:+.2f})")
     assert abs(mse - theory) < 4 * se, (mse, se, theory)
     # the theoretical weights do as well on fresh data
     err_t = np.square(np.asarray(yt) - np.asarray(Xt).reshape(n, L * d) @ W_theory.ravel())

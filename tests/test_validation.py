@@ -215,7 +215,7 @@ outside = st.one_of(st.floats(min_value=1.0, exclude_min=True, allow_infinity=Tr
                     st.floats(max_value=-1.0, exclude_max=True, allow_infinity=True))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None, database=None)
 @given(lam=nonpositive)
 def test_hyp_lam_refused(lam):
     with raises_naming("lam"):
@@ -224,7 +224,7 @@ def test_hyp_lam_refused(lam):
         call_oracle(lam=lam)()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None, database=None)
 @given(gamma=nonpositive, eps=st.one_of(st.floats(max_value=-1e-300), st.just(float("nan"))))
 def test_hyp_gamma_eps_refused(gamma, eps):
     with raises_naming("gamma"):
@@ -237,14 +237,14 @@ def test_hyp_gamma_eps_refused(gamma, eps):
         call_null(eps=eps)()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None, database=None)
 @given(x=outside, which=st.sampled_from(["kappa", "nu", "theta", "eta", "rho"]))
 def test_hyp_overlap_refused(x, which):
     with raises_naming(which):
         call_risk(**{which: x})()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None, database=None)
 @given(ov=st.lists(st.floats(-1.0, 1.0), min_size=5, max_size=5),
        lam=st.floats(1e-6, 1e3), gamma=st.floats(1e-3, 1e2), logd=st.floats(0.0, 12.0),
        L=st.integers(1, 10_000), eps=st.floats(0.0, 10.0))
