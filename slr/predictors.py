@@ -8,19 +8,36 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import erf
+
+from slr._validate import is_traced
 
 __all__ = ["attention_erf", "attention_softmax", "oracle_argmax"]
 
 
+def _check_lam(lam):
+    """lam (scalar or array) finite and > 0; skipped for traced values (jit, grad, vmap)."""
+    if is_traced(lam):
+        return
+    try:
+        arr = np.asarray(lam, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"lam must be > 0 and finite, got {lam!r}") from None
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"lam must be > 0 and finite, got {lam!r}")
+
+
 def attention_erf(X, k, v, lam):
     """Eq. (3): T_lam(X) = sum_l erf(lam X_l^T k) X_l^T v.  X: (..., L, d) -> (...)."""
+    _check_lam(lam)
     X = jnp.asarray(X)
     return jnp.sum(erf(lam * (X @ k)) * (X @ v), axis=-1)
 
 
 def attention_softmax(X, k, v, lam):
     """Eq. (2): T_lam^soft(X) = sum_l softmax_l(lam X k) X_l^T v.  X: (..., L, d) -> (...)."""
+    _check_lam(lam)
     X = jnp.asarray(X)
     return jnp.sum(jax.nn.softmax(lam * (X @ k), axis=-1) * (X @ v), axis=-1)
 

@@ -27,25 +27,32 @@ __all__ = ["overlaps", "risk", "risk_at", "oracle_risk", "excess_risk", "null_ri
            "linear_weights", "monte_carlo_risk"]
 
 
+def _as_float_array(name, val, accepted):
+    try:
+        return np.asarray(val, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {accepted}, got {val!r}") from None
+
+
 def _check_common(lam, gamma, d, L, eps):
     for name, val in (("lam", lam), ("gamma", gamma)):
         if not is_traced(val):
-            arr = np.asarray(val, dtype=float)
+            arr = _as_float_array(name, val, "> 0 and finite")
             if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
                 raise ValueError(f"{name} must be > 0 and finite, got {val!r}")
     if not is_traced(eps):
-        arr = np.asarray(eps, dtype=float)
+        arr = _as_float_array("eps", eps, ">= 0 and finite")
         if not np.all(np.isfinite(arr)) or np.any(arr < 0):
             raise ValueError(f"eps must be >= 0 and finite, got {eps!r}")
     if d is not None and not is_traced(d):
-        arr = np.asarray(d, dtype=float)
-        if not np.all(np.isfinite(arr)) or np.any(arr < 1):
-            raise ValueError(f"d must be >= 1, got {d!r}")
+        arr = _as_float_array("d", d, "a finite number >= 1")
+        if (not np.all(np.isfinite(arr)) or np.any(arr < 1) or isinstance(d, (bool, np.bool_))
+                or np.asarray(d).dtype == bool):
+            raise ValueError(f"d must be a finite number >= 1, got {d!r}")
     if not is_traced(L):
-        arr = np.asarray(L)
-        if (not np.all(np.isfinite(np.asarray(arr, float))) or np.any(np.asarray(arr, float) < 1)
-                or np.any(np.asarray(arr, float) != np.round(np.asarray(arr, float)))
-                or arr.dtype == bool):
+        farr = _as_float_array("L", L, "an integer >= 1")
+        if (not np.all(np.isfinite(farr)) or np.any(farr < 1) or np.any(farr != np.round(farr))
+                or np.asarray(L).dtype == bool):
             raise ValueError(f"L must be an integer >= 1, got {L!r}")
 
 
@@ -85,6 +92,10 @@ def risk(kappa, nu, theta, eta, rho, *, lam, gamma, d, L, eps=0.0):
     for name, val in (("kappa", kappa), ("nu", nu), ("theta", theta), ("eta", eta), ("rho", rho)):
         check_interval(name, val, -1.0, 1.0)
     _check_common(lam, gamma, d, L, eps)
+    # lists and tuples broadcast like arrays
+    kappa, nu, theta, eta, rho, lam, gamma, d, L, eps = (
+        jnp.asarray(x) if isinstance(x, (list, tuple)) else x
+        for x in (kappa, nu, theta, eta, rho, lam, gamma, d, L, eps))
     return _risk(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps)
 
 
@@ -100,8 +111,7 @@ def risk_at(k, v, k_star, v_star, *, lam, gamma, L, eps=0.0):
 def oracle_risk(*, lam, gamma, d, L, eps=0.0):
     """Theorem 1: R_lam(k_star, v_star)
     = eps^2 + gamma^2 E[(1 - erf(lam sqrt(d/2) + lam gamma Z))^2] + (L - 1) zeta(0; lam)."""
-    _check_common(lam, gamma, d, L, eps)
-    return _risk(1.0, 1.0, 0.0, 0.0, 0.0, lam, gamma, d, L, eps)
+    return risk(1.0, 1.0, 0.0, 0.0, 0.0, lam=lam, gamma=gamma, d=d, L=L, eps=eps)
 
 
 def excess_risk(kappa, nu, theta, eta, rho, *, lam, gamma, d, L, eps=0.0):
@@ -166,6 +176,19 @@ def _frame(k, v, k_star, v_star):
     return q
 
 
+@partial(jax.jit, static_argnames=("chunk", "L", "predictor"))
+def _mc_errors(key, kr, vr, ksr, vsr, scale, gamma, eps, lam, *, chunk, L, predictor):
+    """Squared errors of ``chunk`` samples drawn in the reduced frame (compiled once per shape)."""
+    r = kr.shape[0]
+    kx, kj, kg, kn = jax.random.split(key, 4)
+    X = jax.random.normal(kx, (chunk, L, r), dtype=jnp.float64)
+    J0 = jax.random.randint(kj, (chunk,), 0, L)
+    signal = scale * ksr + gamma * jax.random.normal(kg, (chunk, r), dtype=jnp.float64)
+    X = X.at[jnp.arange(chunk), J0].set(signal)
+    y = signal @ vsr + eps * jax.random.normal(kn, (chunk,), dtype=jnp.float64)
+    return jnp.square(y - predictor(X, kr, vr, lam))
+
+
 def monte_carlo_risk(key, k, v, k_star, v_star, *, lam, gamma, L, eps=0.0, n, predictor=None,
                      chunk: int = 200_000):
     """Monte Carlo estimate of E[(Y - T(X))^2] with its standard error: returns (mean, stderr).
@@ -195,29 +218,20 @@ def monte_carlo_risk(key, k, v, k_star, v_star, *, lam, gamma, L, eps=0.0, n, pr
     k, v, k_star, v_star = map(lambda x: jnp.asarray(x, jnp.float64), (k, v, k_star, v_star))
     Q = _frame(k, v, k_star, v_star)
     kr, vr, ksr, vsr = (Q.T @ x for x in (k, v, k_star, v_star))
+
     chunk = min(chunk, n)
+    scale = math.sqrt(d / 2.0)
+
+    def sums(kk, _):
+        return _mc_errors(kk, kr, vr, ksr, vsr, scale, gamma, eps, lam, chunk=chunk, L=L, predictor=predictor)
+
     total, total2, count = 0.0, 0.0, 0
     keys = jax.random.split(key, -(-n // chunk))
     for i, kk in enumerate(keys):
-        err = _mc_squared_errors(kk, kr, vr, ksr, vsr, float(lam), float(gamma), float(eps), float(d),
-                                 chunk=chunk, L=L, predictor=predictor)
-        err = np.asarray(err)[: min(chunk, n - i * chunk)]
+        err = np.asarray(sums(kk, 0))[: min(chunk, n - i * chunk)]
         total += float(err.sum())
         total2 += float(np.square(err).sum())
         count += err.shape[0]
     mean = total / count
     var = max(total2 / count - mean ** 2, 0.0) * count / max(count - 1, 1)
     return mean, math.sqrt(var / count)
-
-
-@partial(jax.jit, static_argnames=("chunk", "L", "predictor"))
-def _mc_squared_errors(key, kr, vr, ksr, vsr, lam, gamma, eps, d, *, chunk, L, predictor):
-    """Squared errors (Y - T(X))^2 of ``chunk`` samples drawn in the reduced frame (compiled once per shape)."""
-    r = kr.shape[0]
-    kx, kj, kg, kn = jax.random.split(key, 4)
-    X = jax.random.normal(kx, (chunk, L, r), dtype=jnp.float64)
-    J0 = jax.random.randint(kj, (chunk,), 0, L)
-    signal = jnp.sqrt(d / 2.0) * ksr + gamma * jax.random.normal(kg, (chunk, r), dtype=jnp.float64)
-    X = X.at[jnp.arange(chunk), J0].set(signal)
-    y = signal @ vsr + eps * jax.random.normal(kn, (chunk,), dtype=jnp.float64)
-    return jnp.square(y - predictor(X, kr, vr, lam))

@@ -25,6 +25,9 @@ __all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "or
 
 def orthonormal_frame(key, d: int, m: int):
     """``m`` orthonormal vectors of R^d, uniform (Haar) in distribution: an array of shape (m, d)."""
+    check_key("key", key)
+    d = check_int("d", d)
+    m = check_int("m", m, lo=1, hi=d)
     g = jax.random.normal(key, (d, m), dtype=jnp.float64)
     q, r = jnp.linalg.qr(g)
     q = q * jnp.sign(jnp.diag(r))  # Haar measure: fix the signs of the QR factorisation

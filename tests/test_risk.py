@@ -1,0 +1,260 @@
+"""slr.risk: closed forms (Prop. 15, Theorem 1, Prop. 3) against Monte Carlo, finite differences,
+least squares and the values of MATH.md section 4."""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import slr  # noqa: F401  (float64)
+from slr import predictors, risk as R, task
+
+G_HALF = math.sqrt(0.5)
+
+# (lam, gamma, d, L, eps): the parameter sets of MATH.md section 2, plus a small-d one.
+PARAM_SETS = [
+    (0.1, G_HALF, 400, 10, 0.1),
+    (1.0, G_HALF, 400, 10, 0.1),
+    (0.5, 1.0, 50, 5, 0.3),
+    (2.0, 0.5, 20, 3, 0.0),
+    (0.3, 1.5, 100, 20, 0.5),
+    (0.05, 0.8, 1000, 2, 0.2),
+    (0.7, G_HALF, 4, 1, 0.1),
+]
+
+
+def frame_point(rng, d, overlaps_):
+    """Unit vectors (k, v, k_star, v_star) in R^d with prescribed (kappa, nu, theta, eta, rho),
+    built in a random orthonormal frame (k_star, v_star, f3, f4) of R^d (d >= 4)."""
+    kappa, nu, theta, eta, rho = overlaps_
+    Q, _ = np.linalg.qr(rng.standard_normal((d, 4)))
+    ks, vs, f3, f4 = Q.T
+    k3 = math.sqrt(1.0 - kappa ** 2 - eta ** 2)
+    k = kappa * ks + eta * vs + k3 * f3
+    c = (rho - theta * kappa - nu * eta) / k3
+    e = math.sqrt(1.0 - theta ** 2 - nu ** 2 - c ** 2)
+    v = theta * ks + nu * vs + c * f3 + e * f4
+    return k, v, ks, vs
+
+
+def random_overlaps(rng, on_manifold):
+    """Random admissible overlaps (a point of the sphere pair exists), on or off M."""
+    while True:
+        kappa, nu = rng.uniform(-1, 1, 2)
+        if on_manifold:
+            kappa, nu = 0.98 * kappa, 0.98 * nu
+            return (kappa, nu, 0.0, 0.0, 0.0)
+        theta, eta, rho = rng.uniform(-1, 1, 3) * rng.choice([0.05, 0.5, 1.0])
+        if kappa ** 2 + eta ** 2 > 0.95:
+            continue
+        k3 = math.sqrt(1.0 - kappa ** 2 - eta ** 2)
+        c = (rho - theta * kappa - nu * eta) / k3
+        if theta ** 2 + nu ** 2 + c ** 2 < 0.98:
+            return (kappa, nu, theta, eta, rho)
+
+
+def test_frame_point_has_prescribed_overlaps():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        ov = random_overlaps(rng, on_manifold=False)
+        k, v, ks, vs = frame_point(rng, 30, ov)
+        for x in (k, v):
+            assert np.linalg.norm(x) == pytest.approx(1.0, abs=1e-12)
+        np.testing.assert_allclose(R.overlaps(k, v, ks, vs), ov, atol=1e-12)
+
+
+def test_risk_against_monte_carlo():
+    """Prop. 15 (and Lemma 6 on M) against the reduced Monte Carlo at 56 seeded points."""
+    rng = np.random.default_rng(2025)
+    key = jax.random.key(7)
+    zs = []
+    for i, (lam, gamma, d, L, eps) in enumerate(PARAM_SETS):
+        for j in range(8):
+            on = j < 3
+            ov = random_overlaps(rng, on_manifold=on)
+            k, v, ks, vs = frame_point(rng, d, ov)
+            n = 200_000 if L <= 5 else 100_000
+            mean, se = R.monte_carlo_risk(jax.random.fold_in(key, 100 * i + j), k, v, ks, vs, lam=lam,
+                                          gamma=gamma, L=L, eps=eps, n=n, chunk=n)
+            exact = float(R.risk(*ov, lam=lam, gamma=gamma, d=d, L=L, eps=eps))
+            assert exact >= eps ** 2
+            zs.append((exact - mean) / se)
+    zs = np.array(zs)
+    print(f"\n[risk vs MC] {len(zs)} points, max |z| = {np.max(np.abs(zs)):.2f}, mean z = {zs.mean():+.2f}, "
+          f"sd z = {zs.std():.2f}")
+    assert len(zs) == 56
+    assert np.max(np.abs(zs)) < 4.0, zs
+    # z-scores look standard normal as a whole (a bias would shift the mean)
+    assert abs(zs.mean()) < 4.0 / math.sqrt(len(zs))
+    assert 0.5 < zs.std() < 1.6
+
+
+def test_risk_at_equals_risk_of_overlaps():
+    rng = np.random.default_rng(3)
+    ov = random_overlaps(rng, on_manifold=False)
+    k, v, ks, vs = frame_point(rng, 50, ov)
+    a = float(R.risk_at(k, v, ks, vs, lam=0.5, gamma=1.0, L=5, eps=0.3))
+    b = float(R.risk(*ov, lam=0.5, gamma=1.0, d=50, L=5, eps=0.3))
+    assert a == pytest.approx(b, rel=1e-12)
+
+
+def test_lemma6_on_manifold_and_theorem1():
+    """On M the compact form reduces to Lemma 6; at (1, 1, 0, 0, 0) to Theorem 1."""
+    from jax.scipy.special import erf
+    from slr.gaussian import zeta
+    for lam, gamma, d, L, eps in PARAM_SETS:
+        for kappa, nu in [(0.3, -0.5), (-0.9, 0.2), (1.0, 1.0)]:
+            u = lam * kappa * math.sqrt(d) / math.sqrt(2 * (1 + 2 * lam ** 2 * gamma ** 2))
+            lemma6 = (eps ** 2 + gamma ** 2 * (1 - 2 * nu * float(erf(u))
+                                               + float(zeta(lam * math.sqrt(d / 2) * kappa, lam * gamma)))
+                      + (L - 1) * 2 / math.pi * math.asin(2 * lam ** 2 / (1 + 2 * lam ** 2)))
+            got = float(R.risk(kappa, nu, 0.0, 0.0, 0.0, lam=lam, gamma=gamma, d=d, L=L, eps=eps))
+            assert got == pytest.approx(lemma6, rel=1e-12, abs=1e-14)
+        assert float(R.oracle_risk(lam=lam, gamma=gamma, d=d, L=L, eps=eps)) == pytest.approx(
+            float(R.risk(1.0, 1.0, 0.0, 0.0, 0.0, lam=lam, gamma=gamma, d=d, L=L, eps=eps)), rel=1e-14)
+        assert float(R.excess_risk(0.2, 0.1, 0.0, 0.3, 0.1, lam=lam, gamma=gamma, d=d, L=L, eps=eps)) == \
+            pytest.approx(float(R.risk(0.2, 0.1, 0.0, 0.3, 0.1, lam=lam, gamma=gamma, d=d, L=L, eps=eps))
+                          - eps ** 2, abs=1e-14)
+
+
+@pytest.mark.parametrize("d,expected", [(100, 0.969415), (10 ** 4, 0.122352), (10 ** 6, 0.021436),
+                                        (10 ** 8, 0.011146), (10 ** 12, 0.010011)])
+def test_oracle_risk_table(d, expected):
+    """MATH.md section 4: lam = d^(-1/4), L = 10, gamma^2 = 1/2, eps^2 = 0.01."""
+    got = float(R.oracle_risk(lam=d ** -0.25, gamma=G_HALF, d=d, L=10, eps=0.1))
+    assert got == pytest.approx(expected, abs=6e-7)
+
+
+def test_oracle_risk_paper_point():
+    assert float(R.oracle_risk(lam=0.1, gamma=G_HALF, d=400, L=10, eps=0.0)) == pytest.approx(0.113498, abs=6e-7)
+
+
+def test_oracle_risk_controls():
+    # lam fixed: the excess does not vanish; lam = d^-1/2: it tends to gamma^2 (1 - erf(1/sqrt2))^2
+    for d in (1e2, 1e6, 1e12):
+        assert float(R.oracle_risk(lam=0.5, gamma=G_HALF, d=d, L=10)) == pytest.approx(1.947, abs=1e-3)
+    lim = 0.5 * (1 - math.erf(1 / math.sqrt(2))) ** 2
+    assert float(R.oracle_risk(lam=1e-6, gamma=G_HALF, d=1e12, L=10)) == pytest.approx(lim, abs=1e-4)
+
+
+def test_oracle_risk_against_monte_carlo():
+    key = jax.random.key(11)
+    rng = np.random.default_rng(5)
+    zs = []
+    for i, (lam, gamma, d, L, eps) in enumerate(PARAM_SETS[:4]):
+        ks, vs = (np.asarray(x) for x in task.sample_oracle(jax.random.fold_in(key, i), d))
+        mean, se = R.monte_carlo_risk(jax.random.fold_in(key, 50 + i), ks, vs, ks, vs, lam=lam, gamma=gamma,
+                                      L=L, eps=eps, n=50_000, chunk=50_000)
+        zs.append((float(R.oracle_risk(lam=lam, gamma=gamma, d=d, L=L, eps=eps)) - mean) / se)
+    del rng
+    print(f"\n[oracle vs MC] z = {np.round(zs, 2)}")
+    assert max(map(abs, zs)) < 4.0, zs
+
+
+def test_risk_against_full_dimensional_monte_carlo():
+    """No frame reduction: slr.task.sample + slr.predictors.attention_erf in R^d, on and off M."""
+    d, L, lam, gamma, eps, n = 16, 4, 0.6, G_HALF, 0.2, 40_000
+    key = jax.random.key(3)
+    ks, vs = task.sample_oracle(jax.random.fold_in(key, 0), d)
+    X, y, _ = task.sample(jax.random.fold_in(key, 1), n, ks, vs, L=L, gamma=gamma, eps=eps)
+    rng = np.random.default_rng(1)
+    Qrest = np.linalg.qr(np.column_stack([ks, vs, rng.standard_normal((d, 2))]))[0][:, 2:]
+    points = [(np.asarray(ks), np.asarray(vs))]
+    k = 0.8 * np.asarray(ks) + 0.36 * np.asarray(vs) + math.sqrt(1 - 0.64 - 0.36 ** 2) * Qrest[:, 0]
+    v = 0.3 * np.asarray(ks) + 0.5 * np.asarray(vs) + 0.2 * Qrest[:, 0]
+    v = v + math.sqrt(1 - v @ v) * Qrest[:, 1]
+    points.append((k, v))
+    for k, v in points:
+        err = np.asarray(jnp.square(y - predictors.attention_erf(X, k, v, lam)))
+        z = (float(R.risk(*R.overlaps(k, v, ks, vs), lam=lam, gamma=gamma, d=d, L=L, eps=eps)) - err.mean()) \
+            / (err.std(ddof=1) / math.sqrt(n))
+        print(f"\n[full-d MC] z = {z:+.2f}")
+        assert abs(z) < 4.0, z
+
+
+def test_grad_of_risk_against_finite_differences():
+    """jax.grad through the closed form (custom JVP of zeta in both arguments) vs central differences."""
+    ov = np.array([0.3, -0.4, 0.2, -0.25, 0.15])
+    for lam, gamma, d, L, eps in PARAM_SETS[1:5]:
+        f = lambda x, lam_: R._risk(*x, lam_, gamma, d, L, eps)
+        g_ov, g_lam = jax.grad(f, argnums=(0, 1))(jnp.asarray(ov), lam)
+        h = 1e-6
+        for i in range(5):
+            e = np.zeros(5)
+            e[i] = h
+            fd = (float(f(ov + e, lam)) - float(f(ov - e, lam))) / (2 * h)
+            assert float(g_ov[i]) == pytest.approx(fd, rel=1e-6, abs=1e-6)
+        fd = (float(f(ov, lam + h)) - float(f(ov, lam - h))) / (2 * h)
+        assert float(g_lam) == pytest.approx(fd, rel=1e-6, abs=1e-6)
+    # the public risk is differentiable too (traced arguments skip the checks)
+    pub = lambda kappa: R.risk(kappa, 0.5, 0.0, 0.0, 0.0, lam=0.1, gamma=G_HALF, d=400, L=10)
+    g = jax.grad(pub)(0.5)
+    assert float(g) == pytest.approx((float(pub(0.5 + 1e-6)) - float(pub(0.5 - 1e-6))) / 2e-6, rel=1e-6)
+
+
+@pytest.mark.parametrize("lam", [1e-6, 1e-3, 1.0, 1e3])
+@pytest.mark.parametrize("d", [1.0, 2, 1e4, 1e12])
+def test_no_nan_at_extreme_legal_values(lam, d):
+    g = np.linspace(-1, 1, 5)
+    kappa, nu = np.meshgrid(g, g)
+    for i, args in enumerate([(kappa, nu, 0.0, 0.0, 0.0), (kappa, nu, 0.3, -0.2, 0.4), (kappa, nu, 1.0, 0.0, -1.0)]):
+        for gamma, L, eps in [(1e-3, 1, 0.0), (G_HALF, 10, 0.1), (10.0, 1000, 1.0)]:
+            r = np.asarray(R.risk(*args, lam=lam, gamma=gamma, d=d, L=L, eps=eps))
+            assert np.all(np.isfinite(r))
+            if i == 0:  # on M every (kappa, nu) is attained, so R is a true risk: R >= eps^2
+                assert np.all(r >= eps ** 2 - 1e-12 * max(1.0, np.max(np.abs(r))))
+    assert np.isfinite(float(R.oracle_risk(lam=lam, gamma=G_HALF, d=d, L=10)))
+
+
+# ---------- Proposition 3: the optimal linear predictor ----------
+
+LINEAR_CASES = [
+    (5, G_HALF, 0.3, None),
+    (4, 1.5, 0.1, [0.1, 0.2, 0.3, 0.4]),
+    (3, 1.0, 0.0, [0.6, 0.3, 0.1]),
+]
+
+
+@pytest.mark.parametrize("L,gamma,eps,p", LINEAR_CASES)
+def test_linear_predictor_against_least_squares(L, gamma, eps, p):
+    d, n = 6, 150_000
+    key = jax.random.key(L)
+    ks, vs = task.sample_oracle(jax.random.fold_in(key, 0), d)
+    X, y, _ = task.sample(jax.random.fold_in(key, 1), n, ks, vs, L=L, gamma=gamma, eps=eps, p=p)
+    F = np.asarray(X).reshape(n, L * d)
+    w, *_ = np.linalg.lstsq(F, np.asarray(y), rcond=None)
+    W_theory = np.asarray(R.linear_weights(vs, gamma=gamma, L=L, p=p))
+    assert W_theory.shape == (L, d)
+    theory = R.linear_risk(gamma=gamma, L=L, eps=eps, p=p)
+    # 5 standard errors of a least-squares coefficient (coordinate variance >= min(1, gamma^2))
+    tol = 5 * math.sqrt(theory / (n * min(1.0, gamma ** 2)))
+    assert np.max(np.abs(w.reshape(L, d) - W_theory)) < tol
+    Xt, yt, _ = task.sample(jax.random.fold_in(key, 2), n, ks, vs, L=L, gamma=gamma, eps=eps, p=p)
+    err = np.square(np.asarray(yt) - np.asarray(Xt).reshape(n, L * d) @ w)
+    mse, se = err.mean(), err.std(ddof=1) / math.sqrt(n)
+    print(f"\n[linear L={L} p={p}] max |w - w_lin| = {np.max(np.abs(w.reshape(L, d) - W_theory)):.1e} (tol {tol:.1e}); "
+          f"test MSE {mse:.5f} +- {se:.1e} vs formula {theory:.5f} (z = {(mse - theory) / se:+.2f})")
+    assert abs(mse - theory) < 4 * se, (mse, se, theory)
+    # the theoretical weights do as well on fresh data
+    err_t = np.square(np.asarray(yt) - np.asarray(Xt).reshape(n, L * d) @ W_theory.ravel())
+    assert abs(err_t.mean() - theory) < 4 * err_t.std(ddof=1) / math.sqrt(n)
+
+
+def test_linear_risk_closed_forms():
+    g2 = 0.5
+    for L in (1, 2, 10, 100):
+        uniform = R.linear_risk(gamma=math.sqrt(g2), L=L, eps=0.3)
+        assert uniform == pytest.approx(0.09 + g2 * (L - 1) / (L + g2 - 1), rel=1e-13)
+        assert uniform == pytest.approx(R.linear_risk(gamma=math.sqrt(g2), L=L, eps=0.3, p=np.full(L, 1 / L)),
+                                        rel=1e-13)
+    Ls = np.array([1, 2, 10, 100])
+    np.testing.assert_allclose(R.linear_risk(gamma=math.sqrt(g2), L=Ls, eps=0.3),
+                               [R.linear_risk(gamma=math.sqrt(g2), L=int(L), eps=0.3) for L in Ls], rtol=1e-13)
+    # L = 5, gamma^2 = 0.5, eps = 0.3: MATH.md section 5 gives 0.53444
+    assert R.linear_risk(gamma=G_HALF, L=5, eps=0.3) == pytest.approx(0.53444, abs=1e-5)
+    # uniform p minimises nothing in particular, but the bound with p_max holds
+    p = np.array([0.5, 0.3, 0.2])
+    bound = g2 * (1 - 0.5) / (1 - 0.5 + 0.5 * g2)
+    assert R.linear_risk(gamma=G_HALF, L=3, p=p) >= bound - 1e-15
+    assert R.null_risk(gamma=G_HALF, eps=0.3) == pytest.approx(0.59)
