@@ -63,15 +63,16 @@ def check_nonneg(name: str, value):
     return value
 
 
-def check_interval(name: str, value, lo: float, hi: float):
-    """Every entry of ``value`` (scalar or array) in the closed interval [lo, hi], all finite."""
+def check_interval(name: str, value, lo: float, hi: float, atol: float = 0.0):
+    """Every entry of ``value`` (scalar or array) in the closed interval [lo, hi] (widened by ``atol``
+    for round-off), all finite."""
     if is_traced(value):
         return value
     arr = np.asarray(value, dtype=float)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite and in [{lo}, {hi}], got {value!r}")
-    if np.any(arr < lo) or np.any(arr > hi):
-        bad = arr[(arr < lo) | (arr > hi)].ravel()[0]
+    if np.any(arr < lo - atol) or np.any(arr > hi + atol):
+        bad = arr[(arr < lo - atol) | (arr > hi + atol)].ravel()[0]
         raise ValueError(f"{name} must be in [{lo}, {hi}], got {bad!r}")
     return value
 

@@ -90,7 +90,7 @@ def risk(kappa, nu, theta, eta, rho, *, lam, gamma, d, L, eps=0.0):
     L an integer >= 1. Under ``jax.jit``/``jax.grad`` traced values skip the checks.
     """
     for name, val in (("kappa", kappa), ("nu", nu), ("theta", theta), ("eta", eta), ("rho", rho)):
-        check_interval(name, val, -1.0, 1.0)
+        check_interval(name, val, -1.0, 1.0, atol=1e-9)  # overlaps of unit vectors: allow round-off
     _check_common(lam, gamma, d, L, eps)
     # lists and tuples broadcast like arrays
     kappa, nu, theta, eta, rho, lam, gamma, d, L, eps = (
