@@ -216,13 +216,21 @@ def load_encoder(encoder: str | os.PathLike = DEFAULT_ENCODER, *, allow_download
     return tokenizer, model
 
 
+def _usable_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def cls_states(sentences: Sequence[str], tokenizer, model, *, batch_size: int = 256,
                num_threads: int | None = None) -> np.ndarray:
     """Hidden state of the first token ([CLS]) at every layer, shape ``(n, num_layers + 1, width)``, float32.
 
     Layer 0 is the input embedding (after the embedding LayerNorm), layer ``l`` the output of block
     ``l``. Sentences are sorted by length and run in padded batches with an attention mask, under
-    ``torch.inference_mode``; the rows come back in the order of ``sentences``.
+    ``torch.inference_mode``, with one torch thread per usable CPU unless ``num_threads`` is given;
+    the rows come back in the order of ``sentences``.
     """
     import torch
 
@@ -230,7 +238,7 @@ def cls_states(sentences: Sequence[str], tokenizer, model, *, batch_size: int = 
     if isinstance(sentences, str) or len(sentences) == 0:
         raise ValueError(f"sentences must be a non-empty sequence of strings, got {sentences!r:.80}")
     old_threads = torch.get_num_threads()
-    threads = num_threads or max(1, min(old_threads, os.cpu_count() or 1))
+    threads = num_threads if num_threads is not None else _usable_cpus()
     torch.set_num_threads(_validate.check_int("num_threads", threads, 1))
     try:
         lengths = [len(ids) for ids in tokenizer(list(sentences), add_special_tokens=True)["input_ids"]]
