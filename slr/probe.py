@@ -295,11 +295,15 @@ def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.n
 
     Features are standardised with the mean and standard deviation of the train set (a constant
     feature keeps scale 1), then ``sklearn.linear_model.LogisticRegression(C=C, max_iter=max_iter)``
-    (L2 penalty, lbfgs) is fitted. Returns ``{"accuracy": (num_layers + 1, num_sets),
+    (L2 penalty, lbfgs) is fitted. Returns ``{"accuracy": (num_layers + 1, num_sets), "auc": same shape,
     "sets": names, "converged": (num_layers + 1,)}``, rows = layers, columns in the order of ``states``.
+    The AUC (area under the ROC curve of the probe's decision values) ignores the probe's threshold:
+    it measures whether the direction still ranks the sentences, even where a shifted threshold puts
+    them all in one class.
     """
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
     from sklearn.preprocessing import StandardScaler
     import warnings
 
@@ -310,6 +314,7 @@ def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.n
     names = list(states)
     n_layers = states[train].shape[1]
     acc = np.zeros((n_layers, len(names)))
+    auc = np.zeros((n_layers, len(names)))
     converged = np.zeros(n_layers, dtype=bool)
     for layer in range(n_layers):
         scaler = StandardScaler().fit(states[train][:, layer, :].astype(np.float64))
@@ -321,4 +326,5 @@ def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.n
         for j, n in enumerate(names):
             x = scaler.transform(states[n][:, layer, :].astype(np.float64))
             acc[layer, j] = np.mean(clf.predict(x) == labels[n])
-    return {"accuracy": acc, "sets": np.asarray(names), "converged": converged}
+            auc[layer, j] = roc_auc_score(labels[n], clf.decision_function(x))
+    return {"accuracy": acc, "auc": auc, "sets": np.asarray(names), "converged": converged}

@@ -168,6 +168,14 @@ def test_probe_accuracies_on_synthetic_states():
     acc = out["accuracy"]
     assert acc.shape == (2, 2) and list(out["sets"]) == ["train", "test"]
     assert acc[0, 0] == pytest.approx(0.5) and acc[1, 0] > 0.99 and acc[1, 1] > 0.99
+    assert out["auc"][0, 0] == pytest.approx(0.5) and out["auc"][1, 1] > 0.99
+    # Shifting the test states along the signal puts every sentence in one class: chance accuracy,
+    # but the ranking, hence the AUC, is unchanged.
+    moved = x.copy()
+    moved[:, 1, 0] += 100.0
+    shifted = probe.probe_accuracies({"train": x, "test": moved}, {"train": y, "test": y})
+    assert shifted["accuracy"][1, 1] == pytest.approx(0.5)
+    assert shifted["auc"][1, 1] > 0.99
     with pytest.raises(ValueError, match="train"):
         probe.probe_accuracies(states, labels, train="nope")
     with pytest.raises(ValueError, match="C"):
