@@ -37,10 +37,18 @@ def enabled() -> bool:
     return os.environ.get("SLR_CACHE", "1") not in ("0", "false", "no", "")
 
 
-def code_hash() -> str:
-    """SHA-256 of the source of every module of the package."""
+def code_hash(modules=None) -> str:
+    """SHA-256 of the source of every module of the package, or only of ``modules`` (names such as
+    ``"probe"``; this module is always included) when a result depends on those alone."""
     h = hashlib.sha256()
-    for path in sorted(_PKG.rglob("*.py")):
+    paths = sorted(_PKG.rglob("*.py"))
+    if modules is not None:
+        wanted = {f"{m}.py" for m in modules} | {"cache.py"}
+        missing = wanted - {p.name for p in paths}
+        if missing:
+            raise ValueError(f"modules must name modules of slr, got unknown {sorted(missing)}")
+        paths = [p for p in paths if p.name in wanted and p.parent == _PKG]
+    for path in paths:
         h.update(str(path.relative_to(_PKG)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()
@@ -60,22 +68,23 @@ def _jsonable(x):
     return x
 
 
-def cache_key(name: str, config: Mapping) -> str:
-    blob = json.dumps({"name": name, "config": _jsonable(config), "code": code_hash()},
+def cache_key(name: str, config: Mapping, modules=None) -> str:
+    blob = json.dumps({"name": name, "config": _jsonable(config), "code": code_hash(modules)},
                       sort_keys=True, default=repr)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
 def memoize(name: str, config: Mapping, compute: Callable[[], Mapping[str, np.ndarray]],
-            *, use_cache: bool | None = None) -> dict[str, np.ndarray]:
+            *, use_cache: bool | None = None, modules=None) -> dict[str, np.ndarray]:
     """Return ``compute()`` (a dict of arrays), from disk when this (name, config, code) was computed before.
 
-    The arrays come back as NumPy arrays, bit-identical to the ones computed.
+    The arrays come back as NumPy arrays, bit-identical to the ones computed. ``modules`` narrows the
+    code part of the key to the named modules of :mod:`slr` (default: all of them).
     """
     use = enabled() if use_cache is None else use_cache
     if not use:
         return {k: np.asarray(v) for k, v in compute().items()}
-    path = cache_dir() / f"{name}-{cache_key(name, config)}.npz"
+    path = cache_dir() / f"{name}-{cache_key(name, config, modules)}.npz"
     if path.exists():
         with np.load(path, allow_pickle=False) as f:
             return {k: f[k] for k in f.files}

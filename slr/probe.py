@@ -285,7 +285,7 @@ def cached_cls_states(sets: Mapping[str, SentenceSet], encoder: str | os.PathLik
             start += len(sets[n])
         return out
 
-    return cache.memoize("probe-cls", config, compute, use_cache=use_cache)
+    return cache.memoize("probe-cls", config, compute, use_cache=use_cache, modules=("probe",))
 
 
 # --- The probe -----------------------------------------------------------------------------------
