@@ -1,0 +1,608 @@
+"""Projected gradient descent on the sphere (Definition 1), exact and stochastic, and the 2-D map on M.
+
+The paper trains the erf predictor (Eq. 3) by projected (Riemannian) gradient descent on the product
+of unit spheres (Definition 1):
+
+    k+ = (k - alpha (I - k k^T) grad_k R) / ||.||,      v+ = (v - alpha (I - v v^T) grad_v R) / ||.||.
+
+- :func:`pgd`: PGD on the closed-form risk (Proposition 15, :func:`slr.risk.risk`) with exact gradients
+  (``jax.grad`` of the closed form). The risk depends on (k, v) only through the five overlaps
+  (kappa, nu, theta, eta, rho), so grad_k R = R_kappa k* + R_eta v* + R_rho v and
+  grad_v R = R_nu v* + R_theta k* + R_rho k: every iterate stays in span{k0, v0, k*, v*}, and
+  ``reduced=True`` runs the same iteration exactly in a 4-D orthonormal frame of that span
+  (MATH.md section 6), at a cost independent of d.
+- :func:`sgd`: the same projected step on the empirical loss of fresh mini-batches (Figure 5).
+- :func:`manifold_map`, :func:`manifold_pgd`: the 2-D map (kappa, nu) -> (kappa+, nu+) that PGD
+  induces on the invariant manifold M = {theta = eta = rho = 0} (Lemma 4, Lemma 7).
+- :func:`fixed_points`: the five fixed points of that map and their type (Propositions 9-10).
+- :func:`map_jacobian`: the Jacobian of the map, e.g. at the saddle (0, 0) (Proposition 12).
+- :func:`hessian_top_eigenvalue`: the largest eigenvalue of the Riemannian Hessian of R at (k, v);
+  PGD is stable only while alpha times it stays below 2 (MATH.md section 6 caveat).
+- :func:`init_sphere`, :func:`init_manifold`: random initialisations.
+
+Trajectories are returned as a :class:`Trajectory` (a pytree), logged every ``log_every`` steps.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from slr import task as _task
+from slr._validate import (check_int, check_interval, check_key, check_nonneg, check_orthogonal,
+                           check_positive)
+from slr.predictors import attention_erf
+from slr.risk import _risk
+
+__all__ = ["Trajectory", "pgd", "sgd", "manifold_map", "manifold_pgd", "fixed_points",
+           "map_jacobian", "hessian_top_eigenvalue", "hessian_top_eigenvalue_overlaps",
+           "init_sphere", "init_manifold", "FixedPoint"]
+
+_FIELDS = ("kappa", "nu", "theta", "eta", "rho", "excess_risk")
+
+
+class Trajectory(NamedTuple):
+    """A logged PGD/SGD trajectory (a JAX pytree: NamedTuples are registered automatically).
+
+    Attributes:
+        step: shape (T,), the logged step numbers (step 0 included).
+        kappa, nu, theta, eta, rho: shape (..., T), the five overlaps k.k*, v.v*, v.k*, k.v*, k.v
+            (a leading repeat axis when the run had repeats).
+        excess_risk: shape (..., T), R_lam_t(k_t, v_t) - eps^2 with the inverse temperature lam_t of
+            that step. For :func:`pgd` it is the closed form (Proposition 15); for :func:`sgd` it is
+            the Monte Carlo estimate on a fixed test batch (the Figure 5 convention).
+        excess_risk_closed: shape (..., T), the closed-form excess risk for :func:`sgd`; ``None`` for
+            :func:`pgd` (where ``excess_risk`` already is the closed form).
+    """
+    step: jnp.ndarray
+    kappa: jnp.ndarray
+    nu: jnp.ndarray
+    theta: jnp.ndarray
+    eta: jnp.ndarray
+    rho: jnp.ndarray
+    excess_risk: jnp.ndarray
+    excess_risk_closed: Optional[jnp.ndarray] = None
+
+    @property
+    def dist_manifold(self):
+        """Distance to M = {theta = eta = rho = 0}: sqrt(theta^2 + eta^2 + rho^2), shape (..., T)."""
+        return jnp.sqrt(jnp.square(self.theta) + jnp.square(self.eta) + jnp.square(self.rho))
+
+    def to_dict(self) -> dict:
+        """The fields as a dict of NumPy arrays (``None`` fields left out), for :mod:`slr.cache`."""
+        return {k: np.asarray(v) for k, v in self._asdict().items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data) -> "Trajectory":
+        """Inverse of :meth:`to_dict`."""
+        missing = [f for f in ("step",) + _FIELDS if f not in data]
+        if missing:
+            raise ValueError(f"data must hold the fields {('step',) + _FIELDS}, missing {missing}")
+        return cls(**{k: np.asarray(data[k]) for k in cls._fields if k in data})
+
+
+# ----------------------------------------------------------------------------------------------
+# validation helpers
+
+
+def _check_lam(lam, steps):
+    """lam: a positive float, or a callable step -> lam (traceable) positive on 0..steps."""
+    if callable(lam):
+        t = np.arange(steps + 1, dtype=float)
+        try:
+            vals = np.asarray(lam(jnp.asarray(t)), dtype=float)
+        except Exception as exc:  # noqa: BLE001 - report any failure of the user's schedule
+            raise ValueError(f"lam must be a float > 0 or a traceable callable step -> lam, calling it "
+                             f"on an array of steps failed: {exc}") from None
+        vals = np.broadcast_to(vals, t.shape)
+        bad = ~(np.isfinite(vals) & (vals > 0))
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            raise ValueError(f"lam(t) must be > 0 and finite for t in [0, {steps}], got lam({i}) = {vals[i]!r}")
+        return lam
+    check_positive("lam", lam)
+    return float(lam)
+
+
+def _check_common(*, alpha=None, steps=None, gamma=None, L=None, eps=None, log_every=None, d=None):
+    if alpha is not None:
+        check_positive("alpha", alpha)
+    if steps is not None:
+        check_int("steps", steps, lo=1)
+    if gamma is not None:
+        check_positive("gamma", gamma)
+    if L is not None:
+        check_int("L", L, lo=1)
+    if eps is not None:
+        check_nonneg("eps", eps)
+    if log_every is not None:
+        check_int("log_every", log_every, lo=1)
+    if d is not None:
+        check_positive("d", d)
+        if float(d) < 1:
+            raise ValueError(f"d must be >= 1, got {d!r}")
+
+
+def _unit_rows(name, x, d=None, tol=1e-6):
+    arr = np.asarray(x, dtype=float)
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"{name} must have shape (d,) or (R, d), got shape {arr.shape}")
+    if d is not None and arr.shape[-1] != d:
+        raise ValueError(f"{name} must have length d={d} (the length of k_star), got {arr.shape[-1]}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite")
+    norms = np.linalg.norm(arr, axis=-1)
+    if np.any(np.abs(norms - 1.0) > tol):
+        bad = norms.ravel()[np.argmax(np.abs(norms - 1.0).ravel())]
+        raise ValueError(f"{name} must have unit norm (|norm - 1| <= {tol}), got norm {bad!r}")
+    return arr
+
+
+def _check_vectors(k0, v0, k_star, v_star):
+    ks = np.asarray(k_star, dtype=float)
+    if ks.ndim != 1:
+        raise ValueError(f"k_star must be a vector of shape (d,), got shape {ks.shape}")
+    d = ks.shape[0]
+    _unit_rows("k_star", ks)
+    vs = _unit_rows("v_star", v_star, d)
+    if vs.ndim != 1:
+        raise ValueError(f"v_star must be a vector of shape (d,), got shape {vs.shape}")
+    check_orthogonal("k_star", ks, "v_star", vs)
+    k0 = _unit_rows("k0", k0, d)
+    v0 = _unit_rows("v0", v0, d)
+    if k0.shape != v0.shape:
+        raise ValueError(f"k0 and v0 must have the same shape, got {k0.shape} and {v0.shape}")
+    return k0, v0, ks, vs, d
+
+
+def _dtype(dtype):
+    dt = jnp.dtype(dtype)
+    if dt not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
+        raise ValueError(f"dtype must be jnp.float32 or jnp.float64, got {dtype!r}")
+    return dt
+
+
+def _lam_fn(lam, dt):
+    if callable(lam):
+        return lambda t: jnp.asarray(lam(t), dt)
+    return lambda t: jnp.asarray(lam, dt)
+
+
+def _log_steps(steps, log_every):
+    """Logged steps: 0, log_every, 2 log_every, ..., and ``steps`` itself."""
+    s = list(range(0, steps + 1, log_every))
+    if s[-1] != steps:
+        s.append(steps)
+    return np.asarray(s, dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------------------------
+# the projected step (Definition 1)
+
+
+def _dot(x, y):
+    return jnp.sum(x * y, axis=-1)
+
+
+def _project_step(k, v, gk, gv, alpha):
+    """One step of Definition 1: Riemannian gradient (I - x x^T) g, step, renormalise."""
+    gk = gk - _dot(k, gk) * k
+    gv = gv - _dot(v, gv) * v
+    k = k - alpha * gk
+    v = v - alpha * gv
+    return k / jnp.linalg.norm(k), v / jnp.linalg.norm(v)
+
+
+_grad5 = jax.grad(_risk, argnums=(0, 1, 2, 3, 4))
+
+
+def _closed_grads(k, v, ks, vs, lam, gamma, d, L, eps):
+    """Euclidean gradients of the closed form: chain rule through the five overlaps (MATH.md section 6)."""
+    o = (_dot(k, ks), _dot(v, vs), _dot(v, ks), _dot(k, vs), _dot(k, v))
+    gka, gnu, gth, get, grh = _grad5(*o, lam, gamma, d, L, eps)
+    gk = gka * ks + get * vs + grh * v
+    gv = gnu * vs + gth * ks + grh * k
+    return gk, gv
+
+
+def _log_point(k, v, ks, vs, lam, gamma, d, L, eps):
+    o = (_dot(k, ks), _dot(v, vs), _dot(v, ks), _dot(k, vs), _dot(k, v))
+    excess = _risk(*o, lam, gamma, d, L, eps) - jnp.square(eps)
+    return o + (excess,)
+
+
+def _run_chunks(body, carry, log_fn, steps, log_every, unroll):
+    """Run ``steps`` steps of ``body(carry, t) -> carry`` logging ``log_fn(carry, t)`` at _log_steps."""
+    n_chunks, rem = divmod(steps, log_every)
+
+    def chunk(c, i):
+        t0 = i * log_every
+        c = jax.lax.fori_loop(0, log_every, lambda j, cc: body(cc, t0 + j), c, unroll=unroll)
+        return c, log_fn(c, t0 + log_every)
+
+    first = log_fn(carry, 0)
+    carry, logs = jax.lax.scan(chunk, carry, jnp.arange(n_chunks))
+    out = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, logs)
+    if rem:
+        t0 = n_chunks * log_every
+        carry = jax.lax.fori_loop(0, rem, lambda j, cc: body(cc, t0 + j), carry)
+        last = log_fn(carry, steps)
+        out = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b[None]]), out, last)
+    return out
+
+
+def _frame(ks, vs, k0, v0):
+    """Orthonormal Q (d, 4) with span{k*, v*, k0, v0} in its range (Householder QR: Q orthonormal
+    even when the four vectors are dependent, and then still spans them)."""
+    q, _ = jnp.linalg.qr(jnp.stack([ks, vs, k0, v0], axis=1))
+    return q
+
+
+def _pgd_single(k0, v0, ks, vs, *, lam_fn, alpha, steps, gamma, d, L, eps, log_every, reduced, dt,
+                unroll):
+    if reduced and k0.shape[-1] > 4:
+        Q = _frame(ks, vs, k0, v0)
+        k0, v0, ks, vs = (Q.T @ x for x in (k0, v0, ks, vs))
+    k0, v0, ks, vs = (x.astype(dt) for x in (k0, v0, ks, vs))
+    gamma_, eps_, alpha_ = (jnp.asarray(x, dt) for x in (gamma, eps, alpha))
+
+    def body(c, t):
+        k, v = c
+        lam = lam_fn(jnp.asarray(t, dt))
+        gk, gv = _closed_grads(k, v, ks, vs, lam, gamma_, d, L, eps_)
+        return _project_step(k, v, gk, gv, alpha_)
+
+    def log_fn(c, t):
+        k, v = c
+        return _log_point(k, v, ks, vs, lam_fn(jnp.asarray(t, dt)), gamma_, d, L, eps_)
+
+    return _run_chunks(body, (k0, v0), log_fn, steps, log_every, unroll)
+
+
+def _pgd_jit(k0, v0, ks, vs, lam, alpha, steps, gamma, d, L, eps, log_every, reduced, dt, unroll=8):
+    lam_fn = _lam_fn(lam, dt)
+    fn = lambda a, b: _pgd_single(a, b, ks, vs, lam_fn=lam_fn, alpha=alpha, steps=steps, gamma=gamma,
+                                  d=d, L=L, eps=eps, log_every=log_every, reduced=reduced, dt=dt,
+                                  unroll=unroll)
+    if k0.ndim == 2:
+        fn = jax.vmap(fn)
+    return jax.jit(fn)(k0, v0)
+
+
+def pgd(k0, v0, k_star, v_star, *, lam, alpha, steps, gamma, L, log_every, reduced=True, eps=0.0,
+        dtype=jnp.float64) -> Trajectory:
+    """Projected gradient descent (Definition 1) on the closed-form risk R_lam (Proposition 15).
+
+    Each step: k+ = (k - alpha (I - k k^T) grad_k R) / ||.||, and the same for v, with the exact
+    gradient of the closed form (``jax.grad`` through the five overlaps).
+
+    Args:
+        k0, v0: unit vectors, shape (d,) or (R, d) for R repeats (vectorised with ``vmap``).
+        k_star, v_star: orthonormal unit vectors, shape (d,).
+        lam: inverse temperature, a float > 0 or a traceable callable ``step -> lam``
+            (e.g. ``lambda t: 1 / (1 + 1e-4 * t)``, the paper's decreasing schedule).
+        alpha: step size > 0. steps: number of steps >= 1. gamma: std of the informative token > 0.
+        L: number of tokens (integer >= 1). eps: label noise std >= 0 (only shifts the risk).
+        log_every: log every this many steps (step 0 and the last step are always logged).
+        reduced: run exactly in the 4-D frame of span{k0, v0, k*, v*} (MATH.md section 6; cost
+            independent of d) instead of in R^d. Both give the same iterates up to roundoff.
+        dtype: ``jnp.float64`` (default) or ``jnp.float32`` (everything, the risk included).
+
+    Returns:
+        A :class:`Trajectory`; arrays of shape (T,) or (R, T) with T = len(step).
+    """
+    lam = _check_lam(lam, check_int("steps", steps, lo=1))
+    _check_common(alpha=alpha, gamma=gamma, L=L, eps=eps, log_every=log_every)
+    k0, v0, ks, vs, d = _check_vectors(k0, v0, k_star, v_star)
+    dt = _dtype(dtype)
+    out = _pgd_jit(jnp.asarray(k0), jnp.asarray(v0), jnp.asarray(ks), jnp.asarray(vs), lam, float(alpha),
+                   int(steps), float(gamma), float(d), int(L), float(eps), int(log_every),
+                   bool(reduced), dt)
+    # logged arrays: shape (T,) without repeats, (R, T) with (vmap adds the leading axis)
+    return Trajectory(_log_steps(steps, log_every), *out)
+
+
+# ----------------------------------------------------------------------------------------------
+# stochastic PGD (Figure 5)
+
+
+def _sgd_single(key, k0, v0, ks, vs, *, lam_fn, alpha, steps, batch, gamma, L, eps, log_every, n_test,
+                unroll):
+    d = ks.shape[0]
+    k_test, k_train = jax.random.split(key)
+    Xt, yt, _ = _task._sample(k_test, n_test, ks, vs, L, gamma, eps, None)
+
+    def loss(k, v, X, y, lam):
+        return jnp.mean(jnp.square(y - attention_erf(X, k, v, lam)))
+
+    grad = jax.grad(loss, argnums=(0, 1))
+
+    def body(c, t):
+        k, v = c
+        X, y, _ = _task._sample(jax.random.fold_in(k_train, t), batch, ks, vs, L, gamma, eps, None)
+        gk, gv = grad(k, v, X, y, lam_fn(t))
+        return _project_step(k, v, gk, gv, alpha)
+
+    def log_fn(c, t):
+        k, v = c
+        lam = lam_fn(t)
+        o = _log_point(k, v, ks, vs, lam, gamma, float(d), L, eps)
+        test = loss(k, v, Xt, yt, lam) - eps ** 2
+        return o[:5] + (test, o[5])
+
+    return _run_chunks(body, (k0, v0), log_fn, steps, log_every, unroll)
+
+
+def _sgd_jit(keys, k0, v0, ks, vs, lam, alpha, steps, batch, gamma, L, eps, log_every, n_test,
+             unroll=1):
+    lam_fn = _lam_fn(lam, jnp.float64)
+    fn = lambda kk, a, b: _sgd_single(kk, a, b, ks, vs, lam_fn=lam_fn, alpha=alpha, steps=steps,
+                                      batch=batch, gamma=gamma, L=L, eps=eps, log_every=log_every,
+                                      n_test=n_test, unroll=unroll)
+    if k0.ndim == 2:
+        fn = jax.vmap(fn)
+    return jax.jit(fn)(keys, k0, v0)
+
+
+def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps, log_every,
+        n_test=1000) -> Trajectory:
+    """Stochastic projected gradient descent (Definition 1 with mini-batch gradients; Figure 5).
+
+    Each step draws ``batch`` fresh samples of SLR(k*, v*) in R^d (:mod:`slr.task`) and takes the
+    projected step of Definition 1 on their mean squared error.
+
+    Args:
+        key: JAX PRNG key (split per repeat; a fixed test batch and the training stream per repeat).
+        k0, v0: unit vectors, shape (d,) or (R, d) (repeats vectorised with ``vmap``).
+        k_star, v_star, lam, alpha, steps, gamma, L, eps, log_every: as in :func:`pgd`.
+        batch: mini-batch size >= 1. n_test: size of the fixed test batch >= 1.
+
+    Returns:
+        A :class:`Trajectory` whose ``excess_risk`` is the test-batch estimate of R - eps^2 (Figure 5
+        convention) and ``excess_risk_closed`` the closed form (Proposition 15).
+    """
+    check_key("key", key)
+    lam = _check_lam(lam, check_int("steps", steps, lo=1))
+    _check_common(alpha=alpha, gamma=gamma, L=L, eps=eps, log_every=log_every)
+    check_int("batch", batch, lo=1)
+    check_int("n_test", n_test, lo=1)
+    k0, v0, ks, vs, d = _check_vectors(k0, v0, k_star, v_star)
+    if d < 2:
+        raise ValueError(f"d must be >= 2 for sgd (k_star and v_star orthogonal), got {d}")
+    keys = jax.random.split(key, k0.shape[0]) if k0.ndim == 2 else key
+    out = _sgd_jit(keys, jnp.asarray(k0), jnp.asarray(v0), jnp.asarray(ks), jnp.asarray(vs), lam,
+                   float(alpha), int(steps), int(batch), float(gamma), int(L), float(eps),
+                   int(log_every), int(n_test))
+    return Trajectory(_log_steps(steps, log_every), *out)
+
+
+# ----------------------------------------------------------------------------------------------
+# initialisations
+
+
+def init_sphere(key, d, R):
+    """R independent pairs (k0, v0), each uniform on S^{d-1} and independent: arrays of shape (R, d)."""
+    check_key("key", key)
+    d = check_int("d", d, lo=1)
+    R = check_int("R", R, lo=1)
+    g = jax.random.normal(key, (2, R, d), dtype=jnp.float64)
+    g = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
+    return g[0], g[1]
+
+
+def init_manifold(key, k_star, v_star, R):
+    """R random starts on M = {theta = eta = rho = 0} (Lemma 4): arrays of shape (R, d).
+
+    Construction: k0 is uniform on the unit sphere of v*^perp (so eta = 0), then v0 is uniform on the
+    unit sphere of span{k*, k0}^perp (so theta = rho = 0); Gaussian vectors projected and normalised,
+    with the projections done by Gram-Schmidt. Needs d >= 4. This is "uniform-ish" on M: each factor is
+    uniform given the previous one (kappa has the law of one coordinate of a uniform point of S^{d-2},
+    and nu of S^{d-3}: both are O(1/sqrt(d))).
+    """
+    check_key("key", key)
+    R = check_int("R", R, lo=1)
+    ks = np.asarray(k_star, dtype=float)
+    if ks.ndim != 1:
+        raise ValueError(f"k_star must be a vector of shape (d,), got shape {ks.shape}")
+    d = ks.shape[0]
+    _unit_rows("k_star", ks)
+    vs = _unit_rows("v_star", v_star, d)
+    check_orthogonal("k_star", ks, "v_star", vs)
+    if d < 4:
+        raise ValueError(f"d must be >= 4 for init_manifold (k_star, v_star, k0, v0 generic on M), got {d}")
+    ks, vs = jnp.asarray(ks), jnp.asarray(vs)
+    g = jax.random.normal(key, (2, R, d), dtype=jnp.float64)
+
+    def orth(x, u):
+        for _ in range(2):  # twice is enough (Gram-Schmidt re-orthogonalisation)
+            x = x - _dot(x, u)[..., None] * u
+        return x
+
+    k = orth(g[0], vs)
+    k = k / jnp.linalg.norm(k, axis=-1, keepdims=True)
+    v = g[1]
+    for _ in range(2):
+        v = orth(v, ks)
+        kp = orth(k - _dot(k, ks)[..., None] * ks, ks)
+        kp = kp / jnp.linalg.norm(kp, axis=-1, keepdims=True)
+        v = v - _dot(v, kp)[..., None] * kp
+    v = v / jnp.linalg.norm(v, axis=-1, keepdims=True)
+    return k, v
+
+
+# ----------------------------------------------------------------------------------------------
+# the dynamics on M: Lemma 7, Propositions 9, 10, 12
+
+
+def _on_m_grads(kappa, nu, lam, gamma, d, L, eps):
+    z = jnp.zeros_like(kappa)
+    g = jax.grad(_risk, argnums=(0, 1))
+    return jnp.vectorize(lambda a, b: g(a, b, 0.0 * a, 0.0 * a, 0.0 * a, lam, gamma, d, L, eps))(
+        kappa + z, nu + z)
+
+
+def _map(kappa, nu, lam, alpha, gamma, d, L, eps):
+    rk, rn = _on_m_grads(kappa, nu, lam, gamma, d, L, eps)
+    ck, cn = 1.0 - jnp.square(kappa), 1.0 - jnp.square(nu)
+    kappa1 = (kappa - alpha * ck * rk) / jnp.sqrt(1.0 + alpha ** 2 * ck * jnp.square(rk))
+    nu1 = (nu - alpha * cn * rn) / jnp.sqrt(1.0 + alpha ** 2 * cn * jnp.square(rn))
+    return kappa1, nu1
+
+
+def _check_map_args(lam, alpha, gamma, d, L, eps):
+    check_positive("lam", lam)
+    _check_common(alpha=alpha, gamma=gamma, L=L, eps=eps, d=d)
+
+
+def manifold_map(kappa, nu, *, lam, alpha, gamma, d, L, eps=0.0):
+    """Lemma 7: one PGD step restricted to M, as a map of (kappa, nu) in [-1, 1]^2:
+
+        kappa+ = (kappa - alpha (1 - kappa^2) R_kappa) / sqrt(1 + alpha^2 (1 - kappa^2) R_kappa^2),
+        nu+    = (nu    - alpha (1 - nu^2)    R_nu)    / sqrt(1 + alpha^2 (1 - nu^2)    R_nu^2),
+
+    with R_kappa, R_nu the partial derivatives of the risk on M (Lemma 6). Broadcasts over arrays.
+    """
+    check_interval("kappa", kappa, -1.0, 1.0)
+    check_interval("nu", nu, -1.0, 1.0)
+    _check_map_args(lam, alpha, gamma, d, L, eps)
+    return _map(jnp.asarray(kappa, jnp.float64), jnp.asarray(nu, jnp.float64), lam, alpha, gamma,
+                float(d), L, eps)
+
+
+def manifold_pgd(kappa0, nu0, *, lam, alpha, steps, gamma, d, L, log_every, eps=0.0):
+    """Iterate the Lemma 7 map ``steps`` times from (kappa0, nu0) (scalars or arrays of any shape).
+
+    ``lam`` may be a float or a traceable callable ``step -> lam``. Returns (step, kappa, nu) with
+    step of shape (T,) and kappa, nu of shape (..., T), logged like :func:`pgd`.
+    """
+    check_interval("kappa0", kappa0, -1.0, 1.0)
+    check_interval("nu0", nu0, -1.0, 1.0)
+    steps = check_int("steps", steps, lo=1)
+    lam = _check_lam(lam, steps)
+    _check_common(alpha=alpha, gamma=gamma, L=L, eps=eps, log_every=log_every, d=d)
+    lam_fn = _lam_fn(lam, jnp.float64)
+    kappa0 = jnp.asarray(kappa0, jnp.float64)
+    nu0 = jnp.asarray(nu0, jnp.float64)
+    kappa0, nu0 = jnp.broadcast_arrays(kappa0, nu0)
+
+    @jax.jit
+    def run(k, n):
+        body = lambda c, t: _map(c[0], c[1], lam_fn(jnp.asarray(t, jnp.float64)), alpha, gamma, float(d),
+                                 L, eps)
+        return _run_chunks(body, (k, n), lambda c, t: c, steps, log_every, 8)
+
+    ka, nu = run(kappa0, nu0)
+    return _log_steps(steps, log_every), jnp.moveaxis(ka, 0, -1), jnp.moveaxis(nu, 0, -1)
+
+
+def map_jacobian(kappa, nu, *, lam, alpha, gamma, d, L, eps=0.0):
+    """The 2x2 Jacobian of the Lemma 7 map at (kappa, nu) (scalars). At the saddle (0, 0) it has one
+    eigenvalue in (0, 1) and one > 1 (Proposition 12)."""
+    check_interval("kappa", kappa, -1.0, 1.0)
+    check_interval("nu", nu, -1.0, 1.0)
+    _check_map_args(lam, alpha, gamma, d, L, eps)
+    f = lambda x: jnp.stack(_map(x[0], x[1], lam, alpha, gamma, float(d), L, eps))
+    return jax.jacfwd(f)(jnp.asarray([kappa, nu], jnp.float64))
+
+
+class FixedPoint(NamedTuple):
+    """A fixed point (kappa, nu) of the Lemma 7 map, with the risk there, the eigenvalues of the
+    Hessian of R in the angle chart kappa = cos(phi), nu = cos(psi), and its type."""
+    kappa: float
+    nu: float
+    risk: float
+    hessian_eigenvalues: tuple
+    kind: str
+
+
+def fixed_points(*, lam, gamma, d, L, eps=0.0):
+    """The five fixed points of PGD on M (Propositions 9-10; MATH.md section 8): (0, 0) and the
+    corners (+-1, +-1), classified by the Hessian of the risk in the angle chart
+    (kappa, nu) = (cos phi, cos psi): "minimum" (both eigenvalues > 0), "maximum" (both < 0) or
+    "saddle". With lam = 0.1, d = 400, L = 10, gamma^2 = 1/2: minima at (1, 1) and (-1, -1), maxima at
+    (1, -1) and (-1, 1), a saddle at (0, 0). The fixed points do not depend on the step size.
+    """
+    check_positive("lam", lam)
+    _check_common(gamma=gamma, L=L, eps=eps, d=d)
+    d = float(d)
+    f = lambda x: _risk(jnp.cos(x[0]), jnp.cos(x[1]), 0.0, 0.0, 0.0, lam, gamma, d, L, eps)
+    hess = jax.hessian(f)
+    out = []
+    for ka, nu in ((0.0, 0.0), (1.0, 1.0), (-1.0, -1.0), (1.0, -1.0), (-1.0, 1.0)):
+        x = jnp.asarray([math.acos(ka), math.acos(nu)])
+        ev = np.linalg.eigvalsh(np.asarray(hess(x)))
+        kind = "minimum" if ev[0] > 0 else ("maximum" if ev[-1] < 0 else "saddle")
+        out.append(FixedPoint(ka, nu, float(f(x)), tuple(float(e) for e in ev), kind))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Riemannian Hessian (step-size stability, MATH.md section 6 caveat)
+
+
+def _gram_vectors(kappa, nu, theta, eta, rho):
+    """Vectors k*, v*, k, v in R^5 with the given overlaps (a factor of their Gram matrix), plus room
+    for one direction orthogonal to all four (the fifth coordinate)."""
+    G = jnp.array([[1.0, 0.0, kappa, theta],
+                   [0.0, 1.0, eta, nu],
+                   [kappa, eta, 1.0, rho],
+                   [theta, nu, rho, 1.0]])
+    w, U = jnp.linalg.eigh(G)
+    B = U * jnp.sqrt(jnp.clip(w, 0.0))
+    B = jnp.concatenate([B, jnp.zeros((4, 1))], axis=1)
+    return B[0], B[1], B[2] / jnp.linalg.norm(B[2]), B[3] / jnp.linalg.norm(B[3])
+
+
+def _tangent_basis(x):
+    _, _, vh = jnp.linalg.svd(x[None, :], full_matrices=True)
+    return vh[1:]
+
+
+def _hess_top(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps):
+    ks, vs, k, v = _gram_vectors(kappa, nu, theta, eta, rho)
+    n = k.shape[0]
+
+    def f(x):
+        a, b = x[:n], x[n:]
+        return _risk(a @ ks, b @ vs, b @ ks, a @ vs, a @ b, lam, gamma, d, L, eps)
+
+    x = jnp.concatenate([k, v])
+    g = jax.grad(f)(x)
+    H = jax.hessian(f)(x)
+    shift = jnp.concatenate([jnp.full(n, k @ g[:n]), jnp.full(n, v @ g[n:])])
+    H = H - jnp.diag(shift)
+    Tk, Tv = _tangent_basis(k), _tangent_basis(v)
+    z = jnp.zeros_like(Tk)
+    T = jnp.concatenate([jnp.concatenate([Tk, z], 1), jnp.concatenate([z, Tv], 1)], 0)  # (2n-2, 2n)
+    return jnp.linalg.eigvalsh(T @ H @ T.T)[-1]
+
+
+def hessian_top_eigenvalue_overlaps(kappa, nu, theta, eta, rho, *, lam, gamma, d, L, eps=0.0):
+    """Largest eigenvalue of the Riemannian Hessian of R_lam on S^{d-1} x S^{d-1} at a point with the
+    given overlaps (arrays broadcast; e.g. the logged overlaps of a :class:`Trajectory`).
+
+    Riemannian Hessian on a product of spheres: P (nabla^2 R - diag((k.grad_k R) I, (v.grad_v R) I)) P
+    on the tangent space. It is computed exactly in R^5 (span{k*, v*, k, v} plus one orthogonal
+    direction, which carries every eigenvalue of the d - 4 orthogonal ones), keeping the scalar d.
+    PGD with step alpha is locally stable only where alpha times this is < 2.
+    """
+    for name, val in (("kappa", kappa), ("nu", nu), ("theta", theta), ("eta", eta), ("rho", rho)):
+        check_interval(name, val, -1.0, 1.0)
+    check_positive("lam", lam)
+    _check_common(gamma=gamma, L=L, eps=eps, d=d)
+    fn = jnp.vectorize(lambda a, b, c, e, r: _hess_top(a, b, c, e, r, lam, gamma, float(d), L, eps))
+    return jax.jit(fn)(*(jnp.asarray(x, jnp.float64) for x in (kappa, nu, theta, eta, rho)))
+
+
+def hessian_top_eigenvalue(k, v, k_star, v_star, *, lam, gamma, L, eps=0.0):
+    """Largest eigenvalue of the Riemannian Hessian of R_lam at (k, v) (d from the vectors' length).
+
+    See :func:`hessian_top_eigenvalue_overlaps`; k, v of shape (d,) or (R, d).
+    """
+    k, v, ks, vs, d = _check_vectors(k, v, k_star, v_star)
+    o = (k @ ks, v @ vs, v @ ks, k @ vs, np.sum(k * v, axis=-1))
+    o = tuple(np.clip(x, -1.0, 1.0) for x in o)
+    return hessian_top_eigenvalue_overlaps(*o, lam=lam, gamma=gamma, d=d, L=L, eps=eps)
