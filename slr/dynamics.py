@@ -25,7 +25,8 @@ Trajectories are returned as a :class:`Trajectory` (a pytree), logged every ``lo
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple, Optional
+from functools import partial
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -39,8 +40,9 @@ from slr.risk import _risk
 
 __all__ = ["Trajectory", "pgd", "sgd", "manifold_map", "manifold_pgd", "fixed_points",
            "map_jacobian", "hessian_top_eigenvalue", "hessian_top_eigenvalue_overlaps",
-           "init_sphere", "init_manifold", "FixedPoint"]
+           "init_sphere", "init_manifold", "FixedPoint", "InverseTime"]
 
+_UNROLL = 2  # inner-loop unrolling: faster steps, longer compile (measured best trade-off)
 _FIELDS = ("kappa", "nu", "theta", "eta", "rho", "excess_risk")
 
 
@@ -165,10 +167,33 @@ def _dtype(dtype):
     return dt
 
 
-def _lam_fn(lam, dt):
+class InverseTime(NamedTuple):
+    """The schedule lam_t = lam0 / (1 + c t) (the paper's decreasing inverse temperature, c = 1e-4).
+
+    A callable ``step -> lam``; passed as ``lam`` to :func:`pgd`/:func:`sgd`, its two numbers are
+    traced (not baked into the compiled program), so runs that differ only in them share one
+    compilation. A plain float ``lam`` is ``InverseTime(lam, 0.0)``.
+    """
+    lam0: float
+    c: float = 0.0
+
+    def __call__(self, t):
+        return self.lam0 / (1.0 + self.c * t)
+
+
+def _lam_parts(lam):
+    """(static callable or None, lam0, c): None means the traced schedule lam0 / (1 + c t)."""
+    if isinstance(lam, InverseTime):
+        return None, float(lam.lam0), float(lam.c)
     if callable(lam):
-        return lambda t: jnp.asarray(lam(t), dt)
-    return lambda t: jnp.asarray(lam, dt)
+        return lam, 1.0, 0.0
+    return None, float(lam), 0.0
+
+
+def _lam_fn(fn, lam0, c, dt):
+    if fn is None:
+        return lambda t: jnp.asarray(lam0 / (1.0 + c * t), dt)
+    return lambda t: jnp.asarray(fn(t), dt)
 
 
 def _log_steps(steps, log_every):
@@ -208,30 +233,40 @@ def _closed_grads(k, v, ks, vs, lam, gamma, d, L, eps):
     return gk, gv
 
 
-def _log_point(k, v, ks, vs, lam, gamma, d, L, eps):
-    o = (_dot(k, ks), _dot(v, vs), _dot(v, ks), _dot(k, vs), _dot(k, v))
-    excess = _risk(*o, lam, gamma, d, L, eps) - jnp.square(eps)
-    return o + (excess,)
+def _run_chunks(body, carry, log_fn, n_chunks, log_every, rem, unroll):
+    """Run n_chunks * log_every + rem steps of ``body(carry, t) -> carry``, logging ``log_fn(carry)``
+    at step 0, after every chunk, and at the end when rem > 0 (``rem`` None: no remainder).
+    ``log_every`` and ``rem`` may be traced: only ``n_chunks`` (the number of logs) is static."""
 
-
-def _run_chunks(body, carry, log_fn, steps, log_every, unroll):
-    """Run ``steps`` steps of ``body(carry, t) -> carry`` logging ``log_fn(carry, t)`` at _log_steps."""
-    n_chunks, rem = divmod(steps, log_every)
+    def steps_from(t0, n, c):
+        """n steps from step t0; the loop body does ``unroll`` steps (n may be traced)."""
+        def many(j, cc):
+            for u in range(unroll):
+                cc = body(cc, t0 + j * unroll + u)
+            return cc
+        if isinstance(n, int):  # static trip count: let XLA see the unrolled loop
+            return jax.lax.fori_loop(0, n, lambda j, cc: body(cc, t0 + j), c, unroll=unroll)
+        q = n // unroll
+        c = jax.lax.fori_loop(0, q, many, c)
+        return jax.lax.fori_loop(q * unroll, n, lambda j, cc: body(cc, t0 + j), c)
 
     def chunk(c, i):
-        t0 = i * log_every
-        c = jax.lax.fori_loop(0, log_every, lambda j, cc: body(cc, t0 + j), c, unroll=unroll)
-        return c, log_fn(c, t0 + log_every)
+        return (c := steps_from(i * log_every, log_every, c)), log_fn(c)
 
-    first = log_fn(carry, 0)
+    first = log_fn(carry)
     carry, logs = jax.lax.scan(chunk, carry, jnp.arange(n_chunks))
     out = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, logs)
-    if rem:
+    if rem is not None:
         t0 = n_chunks * log_every
-        carry = jax.lax.fori_loop(0, rem, lambda j, cc: body(cc, t0 + j), carry)
-        last = log_fn(carry, steps)
-        out = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b[None]]), out, last)
+        carry = steps_from(t0, rem, carry)
+        out = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b[None]]), out, log_fn(carry))
     return out
+
+
+def _schedule(steps, log_every):
+    """(n_chunks, rem or None) for :func:`_run_chunks`."""
+    n, r = divmod(steps, log_every)
+    return n, (r if r else None)
 
 
 def _frame(ks, vs, k0, v0):
@@ -241,35 +276,41 @@ def _frame(ks, vs, k0, v0):
     return q
 
 
-def _pgd_single(k0, v0, ks, vs, *, lam_fn, alpha, steps, gamma, d, L, eps, log_every, reduced, dt,
-                unroll):
+def _overlaps(k, v, ks, vs):
+    return jnp.stack([_dot(k, ks), _dot(v, vs), _dot(v, ks), _dot(k, vs), _dot(k, v)])
+
+
+def _pgd_single(k0, v0, ks, vs, lam0, c, alpha, gamma, d, L, eps, log_every, rem, *, fn, n_chunks,
+                reduced, dt, unroll):
     if reduced and k0.shape[-1] > 4:
         Q = _frame(ks, vs, k0, v0)
         k0, v0, ks, vs = (Q.T @ x for x in (k0, v0, ks, vs))
     k0, v0, ks, vs = (x.astype(dt) for x in (k0, v0, ks, vs))
-    gamma_, eps_, alpha_ = (jnp.asarray(x, dt) for x in (gamma, eps, alpha))
+    gamma, eps, alpha, d, L = (jnp.asarray(x, dt) for x in (gamma, eps, alpha, d, L))
+    lam_fn = _lam_fn(fn, lam0, c, dt)
 
-    def body(c, t):
-        k, v = c
-        lam = lam_fn(jnp.asarray(t, dt))
-        gk, gv = _closed_grads(k, v, ks, vs, lam, gamma_, d, L, eps_)
-        return _project_step(k, v, gk, gv, alpha_)
+    def body(cr, t):
+        k, v = cr
+        gk, gv = _closed_grads(k, v, ks, vs, lam_fn(jnp.asarray(t, dt)), gamma, d, L, eps)
+        return _project_step(k, v, gk, gv, alpha)
 
-    def log_fn(c, t):
-        k, v = c
-        return _log_point(k, v, ks, vs, lam_fn(jnp.asarray(t, dt)), gamma_, d, L, eps_)
-
-    return _run_chunks(body, (k0, v0), log_fn, steps, log_every, unroll)
+    o = _run_chunks(body, (k0, v0), lambda cr: _overlaps(*cr, ks, vs), n_chunks, log_every, rem, unroll)
+    return o.T  # (5, T)
 
 
-def _pgd_jit(k0, v0, ks, vs, lam, alpha, steps, gamma, d, L, eps, log_every, reduced, dt, unroll=8):
-    lam_fn = _lam_fn(lam, dt)
-    fn = lambda a, b: _pgd_single(a, b, ks, vs, lam_fn=lam_fn, alpha=alpha, steps=steps, gamma=gamma,
-                                  d=d, L=L, eps=eps, log_every=log_every, reduced=reduced, dt=dt,
-                                  unroll=unroll)
-    if k0.ndim == 2:
-        fn = jax.vmap(fn)
-    return jax.jit(fn)(k0, v0)
+@partial(jax.jit, static_argnames=("fn", "n_chunks", "reduced", "dt", "unroll", "batched", "has_rem"))
+def _pgd_core(k0, v0, ks, vs, lam0, c, alpha, gamma, d, L, eps, log_every, rem, t_log, *, fn, n_chunks,
+              reduced, dt, unroll, batched, has_rem):
+    run = lambda a, b: _pgd_single(a, b, ks, vs, lam0, c, alpha, gamma, d, L, eps, log_every,
+                                   rem if has_rem else None, fn=fn, n_chunks=n_chunks, reduced=reduced,
+                                   dt=dt, unroll=unroll)
+    o = jax.vmap(run)(k0, v0) if batched else run(k0, v0)  # (..., 5, T)
+    # the excess risk at the logged points, from the logged overlaps (one copy of the closed form)
+    lam = _lam_fn(fn, lam0, c, dt)(t_log.astype(dt))
+    cast = lambda x: jnp.asarray(x, dt)
+    excess = _risk(*(o[..., i, :] for i in range(5)), lam, cast(gamma), cast(d), cast(L), cast(eps)) \
+        - jnp.square(cast(eps))
+    return tuple(o[..., i, :] for i in range(5)) + (excess,)
 
 
 def pgd(k0, v0, k_star, v_star, *, lam, alpha, steps, gamma, L, log_every, reduced=True, eps=0.0,
@@ -298,53 +339,60 @@ def pgd(k0, v0, k_star, v_star, *, lam, alpha, steps, gamma, L, log_every, reduc
     _check_common(alpha=alpha, gamma=gamma, L=L, eps=eps, log_every=log_every)
     k0, v0, ks, vs, d = _check_vectors(k0, v0, k_star, v_star)
     dt = _dtype(dtype)
-    out = _pgd_jit(jnp.asarray(k0), jnp.asarray(v0), jnp.asarray(ks), jnp.asarray(vs), lam, float(alpha),
-                   int(steps), float(gamma), float(d), int(L), float(eps), int(log_every),
-                   bool(reduced), dt)
+    fn, lam0, c = _lam_parts(lam)
+    n_chunks, rem = _schedule(int(steps), int(log_every))
+    t_log = _log_steps(int(steps), int(log_every))
+    out = _pgd_core(jnp.asarray(k0), jnp.asarray(v0), jnp.asarray(ks), jnp.asarray(vs), lam0, c,
+                    float(alpha), float(gamma), float(d), float(L), float(eps), int(log_every),
+                    int(rem or 0), jnp.asarray(t_log), fn=fn, n_chunks=n_chunks, reduced=bool(reduced),
+                    dt=dt, unroll=_UNROLL, batched=k0.ndim == 2, has_rem=rem is not None)
     # logged arrays: shape (T,) without repeats, (R, T) with (vmap adds the leading axis)
-    return Trajectory(_log_steps(steps, log_every), *out)
+    return Trajectory(t_log, *out)
 
 
 # ----------------------------------------------------------------------------------------------
 # stochastic PGD (Figure 5)
 
 
-def _sgd_single(key, k0, v0, ks, vs, *, lam_fn, alpha, steps, batch, gamma, L, eps, log_every, n_test,
-                unroll):
-    d = ks.shape[0]
+def _sgd_single(key, k0, v0, ks, vs, lam0, c, alpha, gamma, L, eps, log_every, rem, *, fn, n_chunks,
+                batch, n_test, unroll):
     k_test, k_train = jax.random.split(key)
     Xt, yt, _ = _task._sample(k_test, n_test, ks, vs, L, gamma, eps, None)
+    lam_fn = _lam_fn(fn, lam0, c, jnp.float64)
 
     def loss(k, v, X, y, lam):
         return jnp.mean(jnp.square(y - attention_erf(X, k, v, lam)))
 
     grad = jax.grad(loss, argnums=(0, 1))
 
-    def body(c, t):
-        k, v = c
+    def body(cr, t):
+        k, v, lam = cr[0], cr[1], lam_fn(t)
         X, y, _ = _task._sample(jax.random.fold_in(k_train, t), batch, ks, vs, L, gamma, eps, None)
-        gk, gv = grad(k, v, X, y, lam_fn(t))
-        return _project_step(k, v, gk, gv, alpha)
+        gk, gv = grad(k, v, X, y, lam)
+        k, v = _project_step(k, v, gk, gv, alpha)
+        return k, v, t + 1
 
-    def log_fn(c, t):
-        k, v = c
-        lam = lam_fn(t)
-        o = _log_point(k, v, ks, vs, lam, gamma, float(d), L, eps)
-        test = loss(k, v, Xt, yt, lam) - eps ** 2
-        return o[:5] + (test, o[5])
+    def log_fn(cr):
+        k, v, t = cr
+        return jnp.concatenate([_overlaps(k, v, ks, vs), loss(k, v, Xt, yt, lam_fn(t))[None]])
 
-    return _run_chunks(body, (k0, v0), log_fn, steps, log_every, unroll)
+    o = _run_chunks(lambda cr, t: body(cr, t), (k0, v0, jnp.asarray(0)), log_fn, n_chunks, log_every,
+                    rem, unroll)
+    return o.T  # (6, T)
 
 
-def _sgd_jit(keys, k0, v0, ks, vs, lam, alpha, steps, batch, gamma, L, eps, log_every, n_test,
-             unroll=1):
-    lam_fn = _lam_fn(lam, jnp.float64)
-    fn = lambda kk, a, b: _sgd_single(kk, a, b, ks, vs, lam_fn=lam_fn, alpha=alpha, steps=steps,
-                                      batch=batch, gamma=gamma, L=L, eps=eps, log_every=log_every,
-                                      n_test=n_test, unroll=unroll)
-    if k0.ndim == 2:
-        fn = jax.vmap(fn)
-    return jax.jit(fn)(keys, k0, v0)
+@partial(jax.jit, static_argnames=("fn", "n_chunks", "batch", "n_test", "L", "unroll", "batched",
+                                   "has_rem"))
+def _sgd_core(keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, *, fn, n_chunks,
+              batch, n_test, L, unroll, batched, has_rem):
+    run = lambda kk, a, b: _sgd_single(kk, a, b, ks, vs, lam0, c, alpha, gamma, L, eps, log_every,
+                                       rem if has_rem else None, fn=fn, n_chunks=n_chunks, batch=batch,
+                                       n_test=n_test, unroll=unroll)
+    o = jax.vmap(run)(keys, k0, v0) if batched else run(keys, k0, v0)  # (..., 6, T)
+    lam = _lam_fn(fn, lam0, c, jnp.float64)(t_log.astype(jnp.float64))
+    ov = tuple(o[..., i, :] for i in range(5))
+    closed = _risk(*ov, lam, gamma, float(ks.shape[0]), float(L), eps) - eps ** 2
+    return ov + (o[..., 5, :] - eps ** 2, closed)
 
 
 def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps, log_every,
@@ -373,10 +421,14 @@ def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps,
     if d < 2:
         raise ValueError(f"d must be >= 2 for sgd (k_star and v_star orthogonal), got {d}")
     keys = jax.random.split(key, k0.shape[0]) if k0.ndim == 2 else key
-    out = _sgd_jit(keys, jnp.asarray(k0), jnp.asarray(v0), jnp.asarray(ks), jnp.asarray(vs), lam,
-                   float(alpha), int(steps), int(batch), float(gamma), int(L), float(eps),
-                   int(log_every), int(n_test))
-    return Trajectory(_log_steps(steps, log_every), *out)
+    fn, lam0, c = _lam_parts(lam)
+    n_chunks, rem = _schedule(int(steps), int(log_every))
+    t_log = _log_steps(int(steps), int(log_every))
+    out = _sgd_core(keys, jnp.asarray(k0), jnp.asarray(v0), jnp.asarray(ks), jnp.asarray(vs), lam0, c,
+                    float(alpha), float(gamma), float(eps), int(log_every), int(rem or 0),
+                    jnp.asarray(t_log), fn=fn, n_chunks=n_chunks, batch=int(batch), n_test=int(n_test),
+                    L=int(L), unroll=1, batched=k0.ndim == 2, has_rem=rem is not None)
+    return Trajectory(t_log, *out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -483,7 +535,8 @@ def manifold_pgd(kappa0, nu0, *, lam, alpha, steps, gamma, d, L, log_every, eps=
     steps = check_int("steps", steps, lo=1)
     lam = _check_lam(lam, steps)
     _check_common(alpha=alpha, gamma=gamma, L=L, eps=eps, log_every=log_every, d=d)
-    lam_fn = _lam_fn(lam, jnp.float64)
+    lam_fn = _lam_fn(*_lam_parts(lam), jnp.float64)
+    n_chunks, rem = _schedule(steps, int(log_every))
     kappa0 = jnp.asarray(kappa0, jnp.float64)
     nu0 = jnp.asarray(nu0, jnp.float64)
     kappa0, nu0 = jnp.broadcast_arrays(kappa0, nu0)
@@ -492,7 +545,7 @@ def manifold_pgd(kappa0, nu0, *, lam, alpha, steps, gamma, d, L, log_every, eps=
     def run(k, n):
         body = lambda c, t: _map(c[0], c[1], lam_fn(jnp.asarray(t, jnp.float64)), alpha, gamma, float(d),
                                  L, eps)
-        return _run_chunks(body, (k, n), lambda c, t: c, steps, log_every, 8)
+        return _run_chunks(body, (k, n), lambda c: c, n_chunks, log_every, rem, _UNROLL)
 
     ka, nu = run(kappa0, nu0)
     return _log_steps(steps, log_every), jnp.moveaxis(ka, 0, -1), jnp.moveaxis(nu, 0, -1)

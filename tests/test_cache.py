@@ -8,7 +8,7 @@ from slr import cache, experiments as E
 
 def test_memoize_bit_identical(tmp_path, monkeypatch):
     monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
-    kw = dict(steps=300, repeats=2, log_every=50)
+    kw = dict(steps=400, repeats=3, log_every=10)
     first = E.run("fig7b", **kw)            # computed, then stored
     files = list(tmp_path.glob("*.npz"))
     assert len(files) == 1
@@ -29,7 +29,7 @@ def test_memoize_bit_identical(tmp_path, monkeypatch):
 def test_cache_reads_disk(tmp_path, monkeypatch):
     """The second call really comes from disk: a doctored file is returned as is."""
     monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
-    kw = dict(steps=100, repeats=1, log_every=50)
+    kw = dict(steps=200, repeats=3, log_every=5)
     E.run("fig7b", **kw)
     (path,) = tmp_path.glob("*.npz")
     data = dict(np.load(path))

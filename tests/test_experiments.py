@@ -26,11 +26,11 @@ def test_configs_match_the_paper():
 
 def test_run_small_override(tmp_path, monkeypatch):
     monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
-    tr = E.run("fig7b", steps=400, repeats=3)
-    assert tr.kappa.shape == (3, 21) and tr.step[-1] == 400
+    tr = E.run("fig7b", steps=400, repeats=3, log_every=10)
+    assert tr.kappa.shape == (3, 41) and tr.step[-1] == 400
     assert np.all(np.isfinite(tr.excess_risk))
     assert np.all(tr.excess_risk[:, -1] < tr.excess_risk[:, 0])
-    tr4b = E.run("fig4b", steps=200, repeats=2, log_every=50)
+    tr4b = E.run("fig4b", steps=400, repeats=3, log_every=10)
     assert np.max(tr4b.dist_manifold) < 1e-14
 
 
