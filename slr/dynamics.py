@@ -331,6 +331,9 @@ def pgd(k0, v0, k_star, v_star, *, lam, alpha, steps, gamma, L, log_every, reduc
         reduced: run exactly in the 4-D frame of span{k0, v0, k*, v*} (MATH.md section 6; cost
             independent of d) instead of in R^d. Both give the same iterates up to roundoff.
         dtype: ``jnp.float64`` (default) or ``jnp.float32`` (everything, the risk included).
+            For the Lemma 4 comparison (distance to M ~1e-16 in float64, ~1e-7 in float32) use
+            ``reduced=False`` in float32: the 4-D frame is aligned with k*, v* and, from a start on M,
+            keeps the off-M coordinates exactly zero, which hides the float32 roundoff.
 
     Returns:
         A :class:`Trajectory`; arrays of shape (T,) or (R, T) with T = len(step).

@@ -39,7 +39,10 @@ class Config:
     ``batch=None`` means exact gradients of the closed-form risk (:func:`slr.dynamics.pgd`); an integer
     means stochastic PGD on fresh mini-batches of that size (:func:`slr.dynamics.sgd`), with the excess
     risk estimated on ``n_test`` fixed test samples. ``gamma2`` is the paper's gamma^2 (a variance).
-    ``dtype`` is "float64" or "float32"; ``reduced`` selects the exact 4-D simulation (exact PGD only).
+    ``dtype`` is "float64" or "float32"; ``reduced`` selects the exact 4-D simulation (exact PGD only;
+    for the float32 Lemma 4 comparison use ``run("fig4b", dtype="float32", reduced=False)``).
+    ``log_every`` gives 1001 logged points per figure; the exact-PGD figures then share one compiled
+    program (the schedule, step size and log interval are traced).
     """
     figure: str
     init: str             # "sphere" or "manifold"
