@@ -507,6 +507,9 @@ def _map(kappa, nu, lam, alpha, gamma, d, L, eps):
     return kappa1, nu1
 
 
+_map_jit = jax.jit(_map)
+
+
 def _check_map_args(lam, alpha, gamma, d, L, eps):
     check_positive("lam", lam)
     _check_common(alpha=alpha, gamma=gamma, L=L, eps=eps, d=d)
@@ -523,8 +526,8 @@ def manifold_map(kappa, nu, *, lam, alpha, gamma, d, L, eps=0.0):
     check_interval("kappa", kappa, -1.0, 1.0)
     check_interval("nu", nu, -1.0, 1.0)
     _check_map_args(lam, alpha, gamma, d, L, eps)
-    return _map(jnp.asarray(kappa, jnp.float64), jnp.asarray(nu, jnp.float64), lam, alpha, gamma,
-                float(d), L, eps)
+    return _map_jit(jnp.asarray(kappa, jnp.float64), jnp.asarray(nu, jnp.float64), float(lam), float(alpha),
+                    float(gamma), float(d), float(L), float(eps))
 
 
 def manifold_pgd(kappa0, nu0, *, lam, alpha, steps, gamma, d, L, log_every, eps=0.0):
@@ -585,7 +588,7 @@ def fixed_points(*, lam, gamma, d, L, eps=0.0):
     _check_common(gamma=gamma, L=L, eps=eps, d=d)
     d = float(d)
     f = lambda x: _risk(jnp.cos(x[0]), jnp.cos(x[1]), 0.0, 0.0, 0.0, lam, gamma, d, L, eps)
-    hess = jax.hessian(f)
+    hess = jax.jit(jax.hessian(f))
     out = []
     for ka, nu in ((0.0, 0.0), (1.0, 1.0), (-1.0, -1.0), (1.0, -1.0), (-1.0, 1.0)):
         x = jnp.asarray([math.acos(ka), math.acos(nu)])
