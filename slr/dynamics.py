@@ -357,45 +357,48 @@ def pgd(k0, v0, k_star, v_star, *, lam, alpha, steps, gamma, L, log_every, reduc
 # stochastic PGD (Figure 5)
 
 
+def _loss(k, v, X, y, lam):
+    return jnp.mean(jnp.square(y - attention_erf(X, k, v, lam)))
+
+
 def _sgd_single(key, k0, v0, ks, vs, lam0, c, alpha, gamma, L, eps, log_every, rem, *, fn, n_chunks,
-                batch, n_test, unroll):
-    k_test, k_train = jax.random.split(key)
-    Xt, yt, _ = _task._sample(k_test, n_test, ks, vs, L, gamma, eps, None)
+                batch, unroll):
     lam_fn = _lam_fn(fn, lam0, c, jnp.float64)
-
-    def loss(k, v, X, y, lam):
-        return jnp.mean(jnp.square(y - attention_erf(X, k, v, lam)))
-
-    grad = jax.grad(loss, argnums=(0, 1))
+    grad = jax.grad(_loss, argnums=(0, 1))
 
     def body(cr, t):
-        k, v, lam = cr[0], cr[1], lam_fn(t)
-        X, y, _ = _task._sample(jax.random.fold_in(k_train, t), batch, ks, vs, L, gamma, eps, None)
-        gk, gv = grad(k, v, X, y, lam)
-        k, v = _project_step(k, v, gk, gv, alpha)
-        return k, v, t + 1
+        k, v = cr
+        X, y, _ = _task._sample(jax.random.fold_in(key, t), batch, ks, vs, L, gamma, eps, None)
+        gk, gv = grad(k, v, X, y, lam_fn(t))
+        return _project_step(k, v, gk, gv, alpha)
 
-    def log_fn(cr):
-        k, v, t = cr
-        return jnp.concatenate([_overlaps(k, v, ks, vs), loss(k, v, Xt, yt, lam_fn(t))[None]])
-
-    o = _run_chunks(lambda cr, t: body(cr, t), (k0, v0, jnp.asarray(0)), log_fn, n_chunks, log_every,
-                    rem, unroll)
-    return o.T  # (6, T)
+    # log the iterates themselves: the test loss is evaluated after the scan, for all repeats at once
+    return _run_chunks(body, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll)
 
 
 @partial(jax.jit, static_argnames=("fn", "n_chunks", "batch", "n_test", "L", "unroll", "batched",
                                    "has_rem"))
-def _sgd_core(keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, *, fn, n_chunks,
-              batch, n_test, L, unroll, batched, has_rem):
+def _sgd_core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, *, fn,
+              n_chunks, batch, n_test, L, unroll, batched, has_rem):
     run = lambda kk, a, b: _sgd_single(kk, a, b, ks, vs, lam0, c, alpha, gamma, L, eps, log_every,
                                        rem if has_rem else None, fn=fn, n_chunks=n_chunks, batch=batch,
-                                       n_test=n_test, unroll=unroll)
-    o = jax.vmap(run)(keys, k0, v0) if batched else run(keys, k0, v0)  # (..., 6, T)
+                                       unroll=unroll)
+    K, V = jax.vmap(run)(keys, k0, v0) if batched else run(keys, k0, v0)  # (..., T, d)
     lam = _lam_fn(fn, lam0, c, jnp.float64)(t_log.astype(jnp.float64))
-    ov = tuple(o[..., i, :] for i in range(5))
+    ov = (_dot(K, ks), _dot(V, vs), _dot(V, ks), _dot(K, vs), _dot(K, V))
     closed = _risk(*ov, lam, gamma, float(ks.shape[0]), float(L), eps) - eps ** 2
-    return ov + (o[..., 5, :] - eps ** 2, closed)
+    # one fixed test batch shared by the repeats (Figure 5): one matmul per logged step
+    Xt, yt, _ = _task._sample(key_test, n_test, ks, vs, L, gamma, eps, None)
+    Kb, Vb = (x if batched else x[None] for x in (K, V))
+
+    def test_loss(args):
+        Kr, Vr, l = args  # (R, d), (R, d), ()
+        pred = jnp.sum(jax.scipy.special.erf(l * (Xt @ Kr.T)) * (Xt @ Vr.T), axis=1)  # (n, R)
+        return jnp.mean(jnp.square(yt[:, None] - pred), axis=0)
+
+    test = jax.lax.map(test_loss, (jnp.moveaxis(Kb, -2, 0), jnp.moveaxis(Vb, -2, 0), lam)).T  # (R, T)
+    test = test if batched else test[0]
+    return ov + (test - eps ** 2, closed)
 
 
 def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps, log_every,
@@ -406,7 +409,8 @@ def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps,
     projected step of Definition 1 on their mean squared error.
 
     Args:
-        key: JAX PRNG key (split per repeat; a fixed test batch and the training stream per repeat).
+        key: JAX PRNG key (split into the fixed test batch, shared by the repeats, and one training
+            stream per repeat).
         k0, v0: unit vectors, shape (d,) or (R, d) (repeats vectorised with ``vmap``).
         k_star, v_star, lam, alpha, steps, gamma, L, eps, log_every: as in :func:`pgd`.
         batch: mini-batch size >= 1. n_test: size of the fixed test batch >= 1.
@@ -423,11 +427,12 @@ def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps,
     k0, v0, ks, vs, d = _check_vectors(k0, v0, k_star, v_star)
     if d < 2:
         raise ValueError(f"d must be >= 2 for sgd (k_star and v_star orthogonal), got {d}")
-    keys = jax.random.split(key, k0.shape[0]) if k0.ndim == 2 else key
+    key_test, key_train = jax.random.split(key)
+    keys = jax.random.split(key_train, k0.shape[0]) if k0.ndim == 2 else key_train
     fn, lam0, c = _lam_parts(lam)
     n_chunks, rem = _schedule(int(steps), int(log_every))
     t_log = _log_steps(int(steps), int(log_every))
-    out = _sgd_core(keys, jnp.asarray(k0), jnp.asarray(v0), jnp.asarray(ks), jnp.asarray(vs), lam0, c,
+    out = _sgd_core(key_test, keys, jnp.asarray(k0), jnp.asarray(v0), jnp.asarray(ks), jnp.asarray(vs), lam0, c,
                     float(alpha), float(gamma), float(eps), int(log_every), int(rem or 0),
                     jnp.asarray(t_log), fn=fn, n_chunks=n_chunks, batch=int(batch), n_test=int(n_test),
                     L=int(L), unroll=1, batched=k0.ndim == 2, has_rem=rem is not None)
