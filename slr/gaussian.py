@@ -84,7 +84,9 @@ def zeta(a, b):
     Differentiable in both arguments: d zeta = zeta1 da + b zeta2 db (G6, G8).
     """
     a, b = jnp.asarray(a), jnp.asarray(b)
-    return 1.0 - 8.0 * owens_t(math.sqrt(2.0) * a / _s(b), 1.0 / _c(b))
+    # owens_t computes in float64 even for float32 inputs: keep the dtype of (a, b), as the JVP does
+    dtype = jnp.result_type(a, b)
+    return (1.0 - 8.0 * owens_t(math.sqrt(2.0) * a / _s(b), 1.0 / _c(b))).astype(dtype)
 
 
 @zeta.defjvp

@@ -1,0 +1,58 @@
+"""slr.experiments: the paper's figures as frozen configs, run by name with overrides."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from slr import experiments as E
+
+
+def test_configs_match_the_paper():
+    c = E.CONFIGS
+    assert set(c) == {"fig4a", "fig4b", "fig5", "fig7a", "fig7b"}
+    for cfg in c.values():
+        assert cfg.L == 10 and cfg.gamma2 == 0.5 and cfg.repeats == 30
+    assert (c["fig4a"].init, c["fig4a"].d, c["fig4a"].lam0, c["fig4a"].lam_decay, c["fig4a"].alpha,
+            c["fig4a"].steps) == ("sphere", 400, 1.0, 1e-4, 4e-3, 120_000)
+    assert (c["fig4b"].init, c["fig4b"].lam0, c["fig4b"].lam_decay, c["fig4b"].steps) == ("manifold", 0.1, 0.0, 20_000)
+    assert (c["fig5"].d, c["fig5"].lam0, c["fig5"].alpha, c["fig5"].steps, c["fig5"].batch, c["fig5"].eps) == \
+        (80, 2.0, 1e-3, 200_000, 5, 0.1)
+    assert (c["fig7a"].lam0, c["fig7a"].lam_decay, c["fig7a"].alpha, c["fig7a"].steps) == (0.9, 0.0, 1e-3, 120_000)
+    assert (c["fig7b"].lam0, c["fig7b"].alpha, c["fig7b"].steps) == (0.1, 4e-3, 20_000)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c["fig4a"].steps = 3
+    assert c["fig4a"].lam()(10_000.0) == pytest.approx(0.5)
+
+
+def test_run_small_override(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
+    tr = E.run("fig7b", steps=400, repeats=3, log_every=10)
+    assert tr.kappa.shape == (3, 41) and tr.step[-1] == 400
+    assert np.all(np.isfinite(tr.excess_risk))
+    assert np.all(tr.excess_risk[:, -1] < tr.excess_risk[:, 0])
+    tr4b = E.run("fig4b", steps=400, repeats=3, log_every=10)
+    assert np.max(tr4b.dist_manifold) < 1e-14
+
+
+def test_run_sgd_override(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
+    tr = E.run("fig5", steps=200, repeats=2, log_every=100, n_test=50)
+    assert tr.excess_risk_closed is not None and tr.excess_risk.shape == (2, 3)
+
+
+@pytest.mark.parametrize("name,over,match", [
+    ("fig9", {}, "name must be one of"),
+    ("fig4a", {"stepz": 3}, "unknown override"),
+    ("fig4a", {"steps": 0}, "steps"),
+    ("fig4a", {"alpha": -1.0}, "alpha"),
+    ("fig4a", {"lam0": 0.0}, "lam0"),
+    ("fig4a", {"eps": -0.1}, "eps"),
+    ("fig4a", {"init": "cube"}, "init"),
+    ("fig4a", {"d": 0}, "d must be"),
+    ("fig4a", {"L": 0}, "L must be"),
+    ("fig4a", {"repeats": 0}, "repeats"),
+    ("fig5", {"dtype": "float32"}, "dtype"),
+])
+def test_run_validation(name, over, match):
+    with pytest.raises(ValueError, match=match):
+        E.run(name, **over)
