@@ -1,5 +1,6 @@
 """The book's source stays clean: notebooks without outputs, every chapter in the table of contents."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,35 @@ def test_every_notebook_is_in_the_toc(path):
 def test_every_toc_entry_exists():
     for f in _toc_files():
         assert any((ROOT / (f + ext)).exists() for ext in (".md", ".ipynb")), f"_toc.yml lists missing {f}"
+
+
+_PRF_OPEN = re.compile(r"^(`{3,}|:{3,})\{prf:(\w+)\}[ \t]*(.*)$")
+
+
+def _markdown_sources():
+    for path in NOTEBOOKS:
+        nb = json.loads(path.read_text())
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "markdown":
+                yield path.name, "".join(cell["source"])
+    for path in sorted((ROOT / "book").rglob("*.md")):
+        yield path.name, path.read_text()
+
+
+def test_results_carry_the_papers_numbering():
+    """Every prf block but proofs is unnumbered by sphinx-proof (CONTRIBUTING: numbering of results)."""
+    bad = []
+    for name, text in _markdown_sources():
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            m = _PRF_OPEN.match(line)
+            if not m or m.group(2) == "proof":
+                continue
+            opts = []
+            for nxt in lines[i + 1:]:
+                if not nxt.startswith(":") or nxt.startswith(":::"):
+                    break
+                opts.append(nxt.strip())
+            if ":nonumber:" not in opts:
+                bad.append(f"{name}: {line.strip()}")
+    assert not bad, "prf blocks without :nonumber: (sphinx-proof's numbers would clash with the paper's):\n" + "\n".join(bad)
