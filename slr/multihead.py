@@ -32,7 +32,9 @@ class MultiHeadConfig:
 
     The inverse temperature follows ``lam_t = lam0 / (1 + lam_decay t)`` up to step ``lam_freeze``
     and stays constant afterwards (the paper's Figure 9 holds lambda constant after some step).
-    ``gamma``, ``eps`` are standard deviations; ``batch`` fresh samples per step.
+    ``gamma``, ``eps`` are standard deviations; ``batch`` fresh samples per step. With
+    ``shared_draws`` the standard Gaussian draws of a step are shared by the repetitions, each turning
+    them into samples of its own oracle (as in :func:`slr.transformer.train`).
     """
     L: int = 10
     d: int = 80
@@ -40,16 +42,17 @@ class MultiHeadConfig:
     n_locations: int = 2
     gamma: float = math.sqrt(0.5)
     eps: float = 0.1
-    batch: int = 5
-    steps: int = 60000
-    lr: float = 1e-3
+    batch: int = 20
+    steps: int = 30000
+    lr: float = 3e-3
     lam0: float = 2.0
-    lam_decay: float = 1e-4
-    lam_freeze: int = 20000
-    reps: int = 20
+    lam_decay: float = 3e-4
+    lam_freeze: int = 10000
+    reps: int = 10
     log_every: int = 500
     n_test: int = 1000
     seed: int = 0
+    shared_draws: bool = True
 
     def validate(self):
         check_int("L", self.L, lo=self.n_locations)
@@ -74,8 +77,8 @@ class MultiHeadConfig:
         return self
 
 
-#: Figure 9: two heads on two-location regression, the Figure 5 setting with our choice of steps,
-#: repetitions and freezing step (stated in the chapter).
+#: Figure 9: two heads on two-location regression. Figure 5's d, L, gamma, eps, lam0 and ratio of step
+#: size to batch size (lr / batch = 1.5e-4); batch 20, lambda frozen after 10000 steps (see the chapter).
 FIGURE_9 = MultiHeadConfig()
 
 
@@ -116,30 +119,49 @@ def _project(a):
     return a / jnp.linalg.norm(a, axis=-1, keepdims=True)
 
 
-def _one_run(key, cfg: MultiHeadConfig):
-    k_oracle, k_init, k_test, k_train = jax.random.split(key, 4)
+def _setup(key, cfg: MultiHeadConfig):
+    k_oracle, k_init, k_test = jax.random.split(key, 3)
     k_stars, v_stars = sample_oracle_multi(k_oracle, cfg.d, cfg.n_locations)
     k0, v0 = init_heads(k_init, cfg.d, cfg.H)
     Xt, yt = draw_batch(k_test, cfg.n_test, k_stars, v_stars, L=cfg.L, gamma=cfg.gamma, eps=cfg.eps)
+    return (k0, v0), k_stars, v_stars, Xt, yt
+
+
+@partial(jax.jit, static_argnums=2)
+def _train(run_keys, data_key, cfg):
+    from slr.transformer import _assemble, _shared_draws
+
+    kv, k_stars, v_stars, Xt, yt = jax.vmap(lambda k: _setup(k, cfg))(run_keys)
 
     def loss(kv, X, y, lam):
         return jnp.mean((predict(X, kv[0], kv[1], lam) - y) ** 2)
 
     def metrics(kv, t):
         lam = lam_schedule(t, cfg.lam0, cfg.lam_decay, cfg.lam_freeze)
-        return {
-            "excess_risk": loss(kv, Xt, yt, lam) - cfg.eps**2,
-            "kappa": kv[0] @ k_stars.T,     # (H heads, n_locations), signed
-            "nu": kv[1] @ v_stars.T,
-            "lam": lam,
-        }
+
+        def one(kv, ks, vs, Xt, yt):
+            return {"excess_risk": loss(kv, Xt, yt, lam) - cfg.eps**2,
+                    "kappa": kv[0] @ ks.T,     # (H heads, n_locations), signed
+                    "nu": kv[1] @ vs.T}
+        out = jax.vmap(one)(kv, k_stars, v_stars, Xt, yt)
+        out["lam"] = jnp.broadcast_to(lam, (cfg.reps,))
+        return out
+
+    def one_update(kv, ks, vs, draws, lam):
+        X, y = _assemble(draws, ks, vs, cfg)
+        gk, gv = jax.grad(loss)(kv, X, y, lam)
+        return _project(kv[0] - cfg.lr * gk), _project(kv[1] - cfg.lr * gv)
 
     def step(kv, inp):
         t, key = inp
-        X, y = draw_batch(key, cfg.batch, k_stars, v_stars, L=cfg.L, gamma=cfg.gamma, eps=cfg.eps)
         lam = lam_schedule(t, cfg.lam0, cfg.lam_decay, cfg.lam_freeze)
-        gk, gv = jax.grad(loss)(kv, X, y, lam)
-        return (_project(kv[0] - cfg.lr * gk), _project(kv[1] - cfg.lr * gv)), None
+        if cfg.shared_draws:
+            draws = _shared_draws(key, cfg, jnp.float64)
+            axes = (0, 0, 0, None, None)
+        else:
+            draws = jax.vmap(lambda k: _shared_draws(k, cfg, jnp.float64))(jax.random.split(key, cfg.reps))
+            axes = (0, 0, 0, 0, None)
+        return jax.vmap(one_update, in_axes=axes)(kv, k_stars, v_stars, draws, lam), None
 
     def block(kv, inp):
         b, key = inp
@@ -148,14 +170,9 @@ def _one_run(key, cfg: MultiHeadConfig):
         return kv, metrics(kv, (b + 1) * cfg.log_every)
 
     n_logs = cfg.steps // cfg.log_every
-    m0 = metrics((k0, v0), 0)
-    _, logs = jax.lax.scan(block, (k0, v0), (jnp.arange(n_logs), jax.random.split(k_train, n_logs)))
-    return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), m0, logs)
-
-
-@partial(jax.jit, static_argnums=1)
-def _train(keys, cfg):
-    return jax.vmap(lambda k: _one_run(k, cfg))(keys)
+    m0 = metrics(kv, 0)
+    _, logs = jax.lax.scan(block, kv, (jnp.arange(n_logs), jax.random.split(data_key, n_logs)))
+    return jax.tree.map(lambda a, b: jnp.concatenate([a[:, None], jnp.swapaxes(b, 0, 1)], axis=1), m0, logs)
 
 
 def train(cfg: MultiHeadConfig = FIGURE_9):
@@ -169,7 +186,7 @@ def train(cfg: MultiHeadConfig = FIGURE_9):
     if not isinstance(cfg, MultiHeadConfig):
         raise ValueError(f"cfg must be a MultiHeadConfig, got {type(cfg).__name__}")
     cfg.validate()
-    keys = jax.random.split(jax.random.key(cfg.seed), cfg.reps)
-    out = jax.tree.map(np.asarray, _train(keys, cfg))
+    run_key, data_key = jax.random.split(jax.random.key(cfg.seed))
+    out = jax.tree.map(np.asarray, _train(jax.random.split(run_key, cfg.reps), data_key, cfg))
     out["steps"] = np.arange(0, cfg.steps + 1, cfg.log_every)
     return out
