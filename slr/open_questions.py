@@ -166,16 +166,26 @@ def _angled(e, phi, which):
     return (a, b) if which == "k" else (b, a)
 
 
-def _draw(key, n, ks, vs, L, gamma, eps):
-    """n samples of Eq. (30) with H = 2 signal tokens at two distinct uniform positions."""
-    d = ks.shape[-1]
+def _draws(key, n, L, d):
+    """The standard Gaussian draws and the two distinct uniform positions of n samples (Eq. 30, H = 2)."""
     kx, kj, kg, kn = jax.random.split(key, 4)
-    X = jax.random.normal(kx, (n, L, d))
+    Z = jax.random.normal(kx, (n, L, d))
     J = jnp.argsort(jax.random.uniform(kj, (n, L)), axis=1)[:, :2]
-    sig = math.sqrt(d / 2.0) * ks[None] + gamma * jax.random.normal(kg, (n, 2, d))
-    X = X.at[jnp.arange(n)[:, None], J].set(sig)
-    y = jnp.einsum("nhd,hd->n", sig, vs) + eps * jax.random.normal(kn, (n,))
+    return Z, J, jax.random.normal(kg, (n, 2, d)), jax.random.normal(kn, (n,))
+
+
+def _assemble(draws, ks, vs, gamma, eps):
+    """Samples (X, y) of Eq. (30) for the oracle (ks, vs) from the draws of :func:`_draws`."""
+    Z, J, G, xi = draws
+    d = ks.shape[-1]
+    sig = math.sqrt(d / 2.0) * ks[None] + gamma * G
+    X = Z.at[jnp.arange(Z.shape[0])[:, None], J].set(sig)
+    y = jnp.einsum("nhd,hd->n", sig, vs) + eps * xi
     return X, y
+
+
+def _draw(key, n, ks, vs, L, gamma, eps):
+    return _assemble(_draws(key, n, L, ks.shape[-1]), ks, vs, gamma, eps)
 
 
 @partial(jax.jit, static_argnames=("cfg", "which"))
@@ -195,8 +205,8 @@ def _train(key, phis, cfg, which):
 
     proj = lambda a: a / jnp.linalg.norm(a, axis=-1, keepdims=True)
 
-    def update(kv, a, b, kk, lam):
-        X, y = _draw(kk, cfg.batch, a, b, cfg.L, cfg.gamma, cfg.eps)
+    def update(kv, a, b, draws, lam):
+        X, y = _assemble(draws, a, b, cfg.gamma, cfg.eps)
         gk, gv = jax.grad(loss)(kv, X, y, lam)
         return proj(kv[0] - cfg.lr * gk), proj(kv[1] - cfg.lr * gv)
 
@@ -208,7 +218,8 @@ def _train(key, phis, cfg, which):
     def step(kv, inp):
         t, kk = inp
         lam = lam_schedule(t, cfg.lam0, cfg.lam_decay, cfg.lam_freeze)
-        return jax.vmap(update, in_axes=(0, 0, 0, 0, None))(kv, ks, vs, jax.random.split(kk, n), lam), None
+        draws = _draws(kk, cfg.batch, cfg.L, cfg.d)  # shared by the runs (each has its own oracle)
+        return jax.vmap(update, in_axes=(0, 0, 0, None, None))(kv, ks, vs, draws, lam), None
 
     def block(kv, inp):
         b, kk = inp
@@ -226,7 +237,8 @@ def train_multihead(cfg, phis, which: str = "k"):
     """Stochastic PGD on the multi-head predictor (Eq. 31, :func:`slr.multihead.predict`) for
     multiple-location regression with H = n_locations = 2, one run per entry of ``phis``, each with
     its own oracle from :func:`oracle_at_angle` (angle phis[i] between the key or value directions),
-    its own start (:func:`slr.multihead.init_heads`) and its own fresh batches; all runs in one vmap.
+    its own start (:func:`slr.multihead.init_heads`); the standard Gaussian draws of each step's fresh
+    batch are shared by the runs, each turning them into samples of its own oracle; one vmap.
     ``cfg`` is a :class:`slr.multihead.MultiHeadConfig` (fields used: L, d, H, gamma, eps, batch, steps,
     lr, lam0, lam_decay, lam_freeze, log_every, n_test, seed; ``reps`` and ``shared_draws`` are not).
 
