@@ -1,0 +1,115 @@
+"""slr.transformer: the Transformer layer of Appendix E.3 (Eq. 29) and its SGD training."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from slr import transformer as T
+from slr.task import sample_multi, sample_oracle_multi
+
+
+def _params(H=1, dtype=jnp.float64, d=16, p=12, m=20):
+    params = T.init_params(jax.random.key(0), d=d, p=p, m=m, H=H, dtype=dtype)
+    # Q = 0 at initialisation makes attention uniform; perturb it so the check sees the scores
+    params["Q"] = jax.random.normal(jax.random.key(1), params["Q"].shape, dtype=dtype)
+    params["b1"] = 0.1 * jax.random.normal(jax.random.key(2), params["b1"].shape, dtype=dtype)
+    c = T.register_token(jax.random.key(3), d, dtype=dtype)
+    X = jax.random.normal(jax.random.key(4), (5, 7, d), dtype=dtype)
+    return params, c, X
+
+
+def test_shapes():
+    params = T.init_params(jax.random.key(0), d=16, p=12, m=20, H=2)
+    assert params["K"].shape == params["Q"].shape == (2, 16, 12)
+    assert params["V"].shape == (2, 16, 8) and params["O"].shape == (2, 8, 16)
+    assert params["W1"].shape == (16, 20) and params["W2"].shape == (20, 16)
+    assert params["b1"].shape == (20,) and params["b2"].shape == (16,) and params["theta"].shape == (16,)
+    _, c, X = _params()
+    p1, _, _ = _params(H=1)
+    assert T.predict(p1, c, X).shape == (5,)
+    assert T.forward_full(p1, c, X).shape == (5, 8, 16)
+
+
+@pytest.mark.parametrize("H", [1, 2])
+def test_register_row_equals_full_layer_float64(H):
+    params, c, X = _params(H=H)
+    full = T.forward_full(params, c, X)[:, 0] @ params["theta"]
+    np.testing.assert_allclose(T.predict(params, c, X), full, atol=1e-12, rtol=0)
+
+
+def test_register_row_equals_full_layer_float32():
+    params, c, X = _params(H=2, dtype=jnp.float32)
+    full = T.forward_full(params, c, X)[:, 0] @ params["theta"]
+    np.testing.assert_allclose(T.predict(params, c, X), full, atol=1e-6, rtol=0)
+
+
+def test_init_statistics():
+    d, p, m = 80, 80, 200
+    params = T.init_params(jax.random.key(5), d=d, p=p, m=m)
+    assert np.all(params["Q"] == 0) and np.all(params["b1"] == 0) and np.all(params["b2"] == 0)
+    np.testing.assert_array_equal(params["O"][0], np.eye(d))
+    for name, var in [("K", 2 / (d + p)), ("V", 2 / (2 * d)), ("W1", 2 / (d + m)), ("W2", 2 / (d + m)),
+                      ("theta", 1 / d**2)]:
+        x = np.asarray(params[name]).ravel()
+        se = var * np.sqrt(2 / x.size)  # standard error of the empirical variance
+        assert abs(x.var() - var) < 5 * se, (name, x.var(), var)
+        assert abs(x.mean()) < 5 * np.sqrt(var / x.size), name
+    c = np.asarray(T.register_token(jax.random.key(6), 4000))
+    assert abs(c.var() - 1 / 4000) < 5 * (1 / 4000) * np.sqrt(2 / 4000)
+
+
+def test_layer_norm():
+    x = jax.random.normal(jax.random.key(7), (3, 50)) * 3 + 2
+    n = T.layer_norm(x)
+    np.testing.assert_allclose(n.mean(-1), 0, atol=1e-12)
+    np.testing.assert_allclose(n.std(-1), 1, atol=1e-5)
+
+
+def test_draw_batch_matches_task_sampler():
+    ks, vs = sample_oracle_multi(jax.random.key(8), 16, 2)
+    X1, y1, _ = sample_multi(jax.random.key(9), 6, ks, vs, L=7, gamma=0.7, eps=0.1)
+    X2, y2 = T.draw_batch(jax.random.key(9), 6, ks, vs, L=7, gamma=0.7, eps=0.1, dtype=jnp.float64)
+    np.testing.assert_array_equal(X1, X2)
+    np.testing.assert_array_equal(y1, y2)
+
+
+def test_value_direction_identity_linearisation():
+    params, c, X = _params()
+    g = params["theta"] + params["W1"] @ params["W2"] @ params["theta"]
+    v = params["V"][0] @ g
+    np.testing.assert_allclose(T.value_directions(params, c, X, linearise="identity")[0],
+                               v / np.linalg.norm(v), atol=1e-12)
+
+
+def test_short_training_lowers_the_risk():
+    cfg = dataclasses.replace(T.FIGURE_8, d=16, p=16, m=32, steps=300, log_every=100, reps=2, n_test=256,
+                              lr=0.05)
+    out = T.train(cfg)
+    assert out["excess_risk"].shape == (2, 4)
+    assert out["k_align"].shape == (2, 4, 1, 1) and out["sv_ratio"].shape == (2, 4, 1)
+    assert np.all(out["excess_risk"][:, -1] < 0.7 * out["excess_risk"][:, 0])
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("d", 0, "d must"), ("lr", -1.0, "lr must"), ("gamma", 0.0, "gamma must"), ("eps", -0.1, "eps must"),
+    ("steps", 150, "steps must be a multiple"), ("dtype", "float16", "dtype must"), ("H", 3, "d must be a multiple"),
+])
+def test_config_validation(field, value, match):
+    with pytest.raises(ValueError, match=match):
+        T.train(dataclasses.replace(T.FIGURE_8, **{field: value}))
+
+
+def test_init_validation():
+    with pytest.raises(ValueError, match="m must"):
+        T.init_params(jax.random.key(0), d=8, p=8, m=0)
+    with pytest.raises(ValueError, match="d must be a multiple of H"):
+        T.init_params(jax.random.key(0), d=9, p=8, m=4, H=2)
+    with pytest.raises(ValueError, match="key must"):
+        T.init_params(3, d=8, p=8, m=4)
+    with pytest.raises(ValueError, match="cfg must"):
+        T.train({"d": 3})
+    params, c, X = _params()
+    with pytest.raises(ValueError, match="linearise must"):
+        T.value_directions(params, c, X, linearise="relu")
