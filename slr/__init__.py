@@ -9,6 +9,12 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.risk`        closed-form risks: Prop. 15, Theorem 1, Prop. 3; Monte Carlo risk
 - :mod:`slr.dynamics`    projected gradient descent (Definition 1), exact and stochastic
 - :mod:`slr.experiments` the paper's figures as named frozen configurations
+- :mod:`slr.probe`       the [CLS] probing experiment of Section 2.2 (Figure 1(b)): sentences, encoder, probes
+- :mod:`slr.transformer` a Transformer layer with a register token (Appendix E.3, Figures 8 and 10)
+- :mod:`slr.multihead`   the multi-head simplified predictor (Eq. 31) and its stochastic PGD (Figure 9)
+- :mod:`slr.activations` other attention activations (softmax, sigmoid, ReLU, linear) and their training
+- :mod:`slr.icl`         in-context linear regression and one-layer linear self-attention
+- :mod:`slr.open_questions` vectorised sweeps for the open-questions chapter
 - :mod:`slr.cache`       on-disk memoisation of expensive results, keyed by configuration and code
 - :mod:`slr.plotting`    the book's house style
 
