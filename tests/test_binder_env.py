@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from booktoc import toc_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / "_build" / "binder-venv"
@@ -43,23 +44,6 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def toc_notebooks():
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                files.append(node["file"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(toc.get("parts", []))
-    walk(toc.get("chapters", []))
-    return [ROOT / (f + ".ipynb") for f in files if (ROOT / (f + ".ipynb")).exists()]
 
 
 def _run(cmd, env, **kw):

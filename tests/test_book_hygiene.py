@@ -5,28 +5,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from booktoc import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "book").rglob("*.ipynb"))
 
 
 def _toc_files():
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                files.append(node["file"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(toc.get("parts", []))
-    walk(toc.get("chapters", []))
-    return files
+    return toc_files()
 
 
 def test_there_are_notebooks():

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from booktoc import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
@@ -40,22 +41,7 @@ if not REQUIRED and not (HTML / "index.html").exists():
 
 def toc_pages():
     """The HTML pages of the table of contents, in order (root first)."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                files.append(node["file"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(toc.get("parts", []))
-    walk(toc.get("chapters", []))
-    return [f + ".html" for f in files]
+    return [f + ".html" for f in toc_files()]
 
 
 def all_pages():
