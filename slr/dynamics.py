@@ -652,13 +652,17 @@ def hessian_top_eigenvalue_overlaps(kappa, nu, theta, eta, rho, *, lam, gamma, d
     on the tangent space. It is computed exactly in R^5 (span{k*, v*, k, v} plus one orthogonal
     direction, which carries every eigenvalue of the d - 4 orthogonal ones), keeping the scalar d.
     PGD with step alpha is locally stable only where alpha times this is < 2.
+    ``lam`` may be an array broadcasting with the overlaps (e.g. lam_t at the logged steps of a run
+    with a schedule).
     """
     for name, val in (("kappa", kappa), ("nu", nu), ("theta", theta), ("eta", eta), ("rho", rho)):
         check_interval(name, val, -1.0, 1.0)
-    check_positive("lam", lam)
+    lam_arr = np.asarray(lam, dtype=float)
+    if not np.all(np.isfinite(lam_arr) & (lam_arr > 0)):
+        raise ValueError(f"lam must be > 0 and finite (a scalar or an array), got {lam!r}")
     _check_common(gamma=gamma, L=L, eps=eps, d=d)
-    fn = jnp.vectorize(lambda a, b, c, e, r: _hess_top(a, b, c, e, r, lam, gamma, float(d), L, eps))
-    return jax.jit(fn)(*(jnp.asarray(x, jnp.float64) for x in (kappa, nu, theta, eta, rho)))
+    fn = jnp.vectorize(lambda a, b, c, e, r, l: _hess_top(a, b, c, e, r, l, gamma, float(d), L, eps))
+    return jax.jit(fn)(*(jnp.asarray(x, jnp.float64) for x in (kappa, nu, theta, eta, rho, lam)))
 
 
 def hessian_top_eigenvalue(k, v, k_star, v_star, *, lam, gamma, L, eps=0.0):

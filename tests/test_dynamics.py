@@ -261,3 +261,15 @@ def test_manifold_map_stays_in_square(kappa, nu, lam, alpha):
     k1, n1 = D.manifold_map(kappa, nu, lam=lam, alpha=alpha, d=400, **SETTING)
     assert np.isfinite(k1) and np.isfinite(n1)
     assert abs(float(k1)) <= 1 + 1e-12 and abs(float(n1)) <= 1 + 1e-12
+
+
+def test_hessian_top_eigenvalue_lam_array():
+    """lam may be an array (a schedule at logged steps): same values as one call per lam; lam <= 0 refused."""
+    lams = np.array([0.1, 0.5, 1.0])
+    pts = (np.array([1.0, 0.3, 0.5]), np.array([1.0, 0.2, -0.4]), np.zeros(3), np.zeros(3), np.array([0.0, 0.1, 0.0]))
+    many = np.asarray(D.hessian_top_eigenvalue_overlaps(*pts, lam=lams, d=400, **SETTING))
+    one = [float(D.hessian_top_eigenvalue_overlaps(*(p[i] for p in pts), lam=float(lams[i]), d=400, **SETTING))
+           for i in range(3)]
+    np.testing.assert_allclose(many, one, rtol=1e-12)
+    with pytest.raises(ValueError, match="lam"):
+        D.hessian_top_eigenvalue_overlaps(*pts, lam=np.array([0.1, -1.0, 1.0]), d=400, **SETTING)
