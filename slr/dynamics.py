@@ -25,6 +25,7 @@ Trajectories are returned as a :class:`Trajectory` (a pytree), logged every ``lo
 from __future__ import annotations
 
 import math
+import os
 from functools import partial
 from typing import NamedTuple, Optional
 
@@ -233,13 +234,31 @@ def _closed_grads(k, v, ks, vs, lam, gamma, d, L, eps):
     return gk, gv
 
 
-def _run_chunks(body, carry, log_fn, n_chunks, log_every, rem, unroll):
+def _run_chunks(body, carry, log_fn, n_chunks, log_every, rem, unroll, noise=None, block=64):
     """Run n_chunks * log_every + rem steps of ``body(carry, t) -> carry``, logging ``log_fn(carry)``
     at step 0, after every chunk, and at the end when rem > 0 (``rem`` None: no remainder).
-    ``log_every`` and ``rem`` may be traced: only ``n_chunks`` (the number of logs) is static."""
+    ``log_every`` and ``rem`` may be traced: only ``n_chunks`` (the number of logs) is static.
+
+    With ``noise`` (a function step -> pytree of that step's random draws), the body is
+    ``body(carry, t, noise(t))`` and the draws are made ``block`` steps at a time, vectorised over the
+    steps (one large random-number kernel instead of ``block`` small ones): the same numbers as drawing
+    them inside each step, since each step's draws depend only on its index."""
+    if noise is not None:
+        step = body
+        body = lambda cc, t: step(cc, t, noise(t))
 
     def steps_from(t0, n, c):
         """n steps from step t0; the loop body does ``unroll`` steps (n may be traced)."""
+        if noise is not None:
+            def blk(j, cc):
+                tb = t0 + j * block
+                nz = jax.vmap(noise)(tb + jnp.arange(block))
+                one = lambda u, c2: step(c2, tb + u, jax.tree_util.tree_map(lambda a: a[u], nz))
+                return jax.lax.fori_loop(0, block, one, cc, unroll=unroll)
+            q = n // block
+            c = jax.lax.fori_loop(0, q, blk, c)
+            return jax.lax.fori_loop(q * block, n, lambda j, cc: body(cc, t0 + j), c)
+
         def many(j, cc):
             for u in range(unroll):
                 cc = body(cc, t0 + j * unroll + u)
@@ -364,6 +383,8 @@ def _loss(k, v, X, y, lam):
 _SAMPLERS = ("reduced", "full")
 _GS_TOL = 1e-8  # residual norm below which a vector counts as lying in the span (then substituted)
 _FALLBACK_SEED = 0x51F5  # the fixed directions completing a degenerate frame (no data randomness)
+_BLOCK = int(os.environ.get("SLR_SGD_BLOCK", 50))  # steps whose draws are made at once (reduced sampler)
+_SGD_UNROLL = int(os.environ.get("SLR_SGD_UNROLL", 4))  # inner-loop unrolling of the sgd steps
 
 
 def _safe_unit(x, basis, w):
@@ -380,7 +401,14 @@ def _safe_unit(x, basis, w):
     return jnp.where(ok, r / jnp.where(ok, n, 1.0), rw / nw)
 
 
-def _reduced_grads(key, k, v, ks, vs, w, lam, gamma, L, eps, batch):
+def _reduced_noise(key, d, L, batch):
+    """One step's draws for :func:`_reduced_grads`: (B L 4 + B + 2 d standard normals, B locations)."""
+    kn, kj = jax.random.split(key)
+    return (jax.random.normal(kn, (batch * L * 4 + batch + 2 * d,), dtype=jnp.float64),
+            jax.random.randint(kj, (batch,), 0, L))
+
+
+def _reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch):
     """Mini-batch gradients of :func:`_loss` with exactly the law of the full-d draw (MATH.md section 6).
 
     The loss depends on the tokens only through their coordinates in an orthonormal frame Q (4, d) of
@@ -397,15 +425,15 @@ def _reduced_grads(key, k, v, ks, vs, w, lam, gamma, L, eps, batch):
     u4 = _safe_unit(v, (ks, vs, u3), w[1])
     Q = jnp.stack([ks, vs, u3, u4])  # (4, d), orthonormal
     ck, cv = Q @ k, Q @ v
-    kc, kj, kn, kz = jax.random.split(key, 4)
-    J0 = jax.random.randint(kj, (batch,), 0, L)
+    G, J0 = noise
+    n4 = batch * L * 4
     onehot = J0[:, None] == jnp.arange(L)  # (B, L)
     sig = jnp.where(onehot, gamma, 1.0)
     mean = jnp.zeros(4).at[0].set(math.sqrt(d / 2.0))
-    C = sig[..., None] * jax.random.normal(kc, (batch, L, 4), dtype=jnp.float64) \
+    C = sig[..., None] * G[:n4].reshape(batch, L, 4) \
         + jnp.where(onehot[..., None], mean, 0.0)  # (B, L, 4): coordinates of the tokens
     y = jnp.sum(jnp.where(onehot, C[..., 1], 0.0), axis=1) \
-        + eps * jax.random.normal(kn, (batch,), dtype=jnp.float64)
+        + eps * G[n4:n4 + batch]
     A, Bv = C @ ck, C @ cv  # X.k, X.v: (B, L)
     e = jax.scipy.special.erf(lam * A)
     res = y - jnp.sum(e * Bv, axis=1)  # (B,)
@@ -419,7 +447,7 @@ def _reduced_grads(key, k, v, ks, vs, w, lam, gamma, L, eps, batch):
     l11 = jnp.sqrt(s11)
     l21 = jnp.where(pos, s12 / jnp.where(pos, l11, 1.0), 0.0)
     l22 = jnp.sqrt(jnp.maximum(s22 - jnp.square(l21), 0.0))
-    z = jax.random.normal(kz, (2, d), dtype=jnp.float64)
+    z = G[n4 + batch:].reshape(2, d)
     g = jnp.stack([l11 * z[0], l21 * z[0] + l22 * z[1]])  # (2, d)
     g = g - (g @ Q.T) @ Q  # (I - P)
     return Q.T @ gk_in + g[0], Q.T @ gv_in + g[1]
@@ -431,14 +459,22 @@ def _sgd_single(key, k0, v0, ks, vs, w, lam0, c, alpha, gamma, L, eps, log_every
     grad = jax.grad(_loss, argnums=(0, 1))
     reduced = sampler == "reduced" and ks.shape[0] >= 4  # d < 4: no 4-D frame, the full draw is as cheap
 
+    if reduced:
+        d = ks.shape[0]
+
+        def step(cr, t, nz):
+            k, v = cr
+            gk, gv = _reduced_grads(nz, k, v, ks, vs, w, lam_fn(t), gamma, L, eps, batch)
+            return _project_step(k, v, gk, gv, alpha)
+
+        noise = lambda t: _reduced_noise(jax.random.fold_in(key, t), d, L, batch)
+        return _run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise=noise,
+                           block=_BLOCK)
+
     def body(cr, t):
         k, v = cr
-        kt = jax.random.fold_in(key, t)
-        if reduced:
-            gk, gv = _reduced_grads(kt, k, v, ks, vs, w, lam_fn(t), gamma, L, eps, batch)
-        else:
-            X, y, _ = _task._sample(kt, batch, ks, vs, L, gamma, eps, None)
-            gk, gv = grad(k, v, X, y, lam_fn(t))
+        X, y, _ = _task._sample(jax.random.fold_in(key, t), batch, ks, vs, L, gamma, eps, None)
+        gk, gv = grad(k, v, X, y, lam_fn(t))
         return _project_step(k, v, gk, gv, alpha)
 
     # log the iterates themselves: the test loss is evaluated after the scan, for all repeats at once
@@ -515,7 +551,7 @@ def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps,
     out = _sgd_core(key_test, keys, jnp.asarray(k0), jnp.asarray(v0), jnp.asarray(ks), jnp.asarray(vs), lam0, c,
                     float(alpha), float(gamma), float(eps), int(log_every), int(rem or 0),
                     jnp.asarray(t_log), fn=fn, n_chunks=n_chunks, batch=int(batch), n_test=int(n_test),
-                    L=int(L), unroll=1, batched=k0.ndim == 2, has_rem=rem is not None, sampler=sampler)
+                    L=int(L), unroll=_SGD_UNROLL, batched=k0.ndim == 2, has_rem=rem is not None, sampler=sampler)
     return Trajectory(t_log, *out)
 
 

@@ -275,7 +275,8 @@ def _one_step_grads(sampler, key, k, v, ks, vs, n, *, lam, L, eps, batch):
 
     def one(kk):
         if sampler == "reduced":
-            return D._reduced_grads(kk, k, v, ks, vs, w, lam, GAMMA, L, eps, batch)
+            return D._reduced_grads(D._reduced_noise(kk, d, L, batch), k, v, ks, vs, w, lam, GAMMA, L, eps,
+                                    batch)
         X, y, _ = task._sample(kk, batch, ks, vs, L, GAMMA, eps, None)
         return grad(k, v, X, y, lam)
 
