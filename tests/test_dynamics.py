@@ -324,7 +324,7 @@ def test_reduced_sampler_short_trajectories_match_full():
     ks, vs = task.sample_oracle(jax.random.key(30), d)
     k0, v0 = D.init_sphere(jax.random.key(31), d, R)
     kw = dict(lam=D.InverseTime(1.0, 1e-3), alpha=5e-2, steps=300, batch=3, gamma=GAMMA, L=3, eps=0.1,
-              log_every=150, n_test=400)
+              log_every=150, n_test=100)
     red = D.sgd(jax.random.key(32), k0, v0, ks, vs, sampler="reduced", **kw)
     full = D.sgd(jax.random.key(33), k0, v0, ks, vs, sampler="full", **kw)
     for f in ("kappa", "nu", "theta", "rho", "excess_risk_closed"):
@@ -338,7 +338,7 @@ def test_reduced_sampler_short_trajectories_match_full():
         assert abs(ra) < 5 * math.sqrt(4.0 / R) + 0.3, (f, ra)
 
 
-@pytest.mark.parametrize("d", [4, 5, 40])
+@pytest.mark.parametrize("d", [4, 5])
 def test_reduced_sampler_degenerate_span_no_nan(d):
     """k0 = k*, v0 = v* (span{k, v, k*, v*} of dimension 2) and small d: finite, unit iterates."""
     ks, vs = task.sample_oracle(jax.random.key(40), d)
