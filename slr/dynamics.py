@@ -233,13 +233,31 @@ def _closed_grads(k, v, ks, vs, lam, gamma, d, L, eps):
     return gk, gv
 
 
-def _run_chunks(body, carry, log_fn, n_chunks, log_every, rem, unroll):
+def _run_chunks(body, carry, log_fn, n_chunks, log_every, rem, unroll, noise=None, block=64):
     """Run n_chunks * log_every + rem steps of ``body(carry, t) -> carry``, logging ``log_fn(carry)``
     at step 0, after every chunk, and at the end when rem > 0 (``rem`` None: no remainder).
-    ``log_every`` and ``rem`` may be traced: only ``n_chunks`` (the number of logs) is static."""
+    ``log_every`` and ``rem`` may be traced: only ``n_chunks`` (the number of logs) is static.
+
+    With ``noise`` (a function step -> pytree of that step's random draws), the body is
+    ``body(carry, t, noise(t))`` and the draws are made ``block`` steps at a time, vectorised over the
+    steps (one large random-number kernel instead of ``block`` small ones): the same numbers as drawing
+    them inside each step, since each step's draws depend only on its index."""
+    if noise is not None:
+        step = body
+        body = lambda cc, t: step(cc, t, noise(t))
 
     def steps_from(t0, n, c):
         """n steps from step t0; the loop body does ``unroll`` steps (n may be traced)."""
+        if noise is not None:
+            def blk(j, cc):
+                tb = t0 + j * block
+                nz = jax.vmap(noise)(tb + jnp.arange(block))
+                one = lambda u, c2: step(c2, tb + u, jax.tree_util.tree_map(lambda a: a[u], nz))
+                return jax.lax.fori_loop(0, block, one, cc, unroll=unroll)
+            q = n // block
+            c = jax.lax.fori_loop(0, q, blk, c)
+            return jax.lax.fori_loop(q * block, n, lambda j, cc: body(cc, t0 + j), c)
+
         def many(j, cc):
             for u in range(unroll):
                 cc = body(cc, t0 + j * unroll + u)
@@ -361,10 +379,96 @@ def _loss(k, v, X, y, lam):
     return jnp.mean(jnp.square(y - attention_erf(X, k, v, lam)))
 
 
-def _sgd_single(key, k0, v0, ks, vs, lam0, c, alpha, gamma, L, eps, log_every, rem, *, fn, n_chunks,
-                batch, unroll):
+_SAMPLERS = ("reduced", "full")
+_GS_TOL = 1e-8  # residual norm below which a vector counts as lying in the span (then substituted)
+_FALLBACK_SEED = 0x51F5  # the fixed directions completing a degenerate frame (no data randomness)
+_BLOCK = 50  # steps whose draws are made at once (reduced sampler; 50 and 200 measured alike)
+_SGD_UNROLL = 4  # inner-loop unrolling of the sgd steps (fig5: 0.33 ms per step of 30 repeats, 1: 0.44 ms)
+
+
+def _safe_unit(x, basis, w):
+    """The unit residual of ``x`` against the orthonormal ``basis`` (Gram-Schmidt twice); if that
+    residual is below ``_GS_TOL`` (x in the span), the unit residual of the fixed direction ``w``."""
+    def resid(y):
+        for _ in range(2):
+            for q in basis:
+                y = y - _dot(q, y) * q
+        return y
+    r, rw = resid(x), resid(w)
+    n, nw = jnp.linalg.norm(r), jnp.linalg.norm(rw)
+    ok = n > _GS_TOL
+    return jnp.where(ok, r / jnp.where(ok, n, 1.0), rw / nw)
+
+
+def _reduced_noise(key, d, L, batch):
+    """One step's draws for :func:`_reduced_grads`: (B L 4 + B + 2 d standard normals, B locations)."""
+    kn, kj = jax.random.split(key)
+    return (jax.random.normal(kn, (batch * L * 4 + batch + 2 * d,), dtype=jnp.float64),
+            jax.random.randint(kj, (batch,), 0, L))
+
+
+def _reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch):
+    """Mini-batch gradients of :func:`_loss` with exactly the law of the full-d draw (MATH.md section 6).
+
+    The loss depends on the tokens only through their coordinates in an orthonormal frame Q (4, d) of
+    S = span{k*, v*, k, v} (Q[0] = k*, Q[1] = v*; a degenerate span is completed by fixed directions
+    ``w``). grad_k = sum_il a_il X_il and grad_v = sum_il b_il X_il with coefficients depending only on
+    those coordinates and the label noise; the out-of-span parts (I - P) X_il = sigma_il (I - P) Z_il are
+    independent of them, so the out-of-span parts of (grad_k, grad_v) are (I - P) times a Gaussian pair
+    with covariance [[sum a^2 s^2, sum ab s^2], [sum ab s^2, sum b^2 s^2]] (x) I_d (s = gamma on the
+    informative token, 1 elsewhere): two d-vectors and a 2x2 Cholesky factor. Cost: B L 4 + B + 2 d
+    normals (B L d for the full draw).
+    """
+    d = ks.shape[0]
+    u3 = _safe_unit(k, (ks, vs), w[0])
+    u4 = _safe_unit(v, (ks, vs, u3), w[1])
+    Q = jnp.stack([ks, vs, u3, u4])  # (4, d), orthonormal
+    ck, cv = Q @ k, Q @ v
+    G, J0 = noise
+    n4 = batch * L * 4
+    onehot = J0[:, None] == jnp.arange(L)  # (B, L)
+    sig = jnp.where(onehot, gamma, 1.0)
+    mean = jnp.zeros(4).at[0].set(math.sqrt(d / 2.0))
+    C = sig[..., None] * G[:n4].reshape(batch, L, 4) \
+        + jnp.where(onehot[..., None], mean, 0.0)  # (B, L, 4): coordinates of the tokens
+    y = jnp.sum(jnp.where(onehot, C[..., 1], 0.0), axis=1) \
+        + eps * G[n4:n4 + batch]
+    A, Bv = C @ ck, C @ cv  # X.k, X.v: (B, L)
+    e = jax.scipy.special.erf(lam * A)
+    res = y - jnp.sum(e * Bv, axis=1)  # (B,)
+    ca = (-2.0 / batch) * res[:, None] * lam * (2.0 / math.sqrt(math.pi)) * jnp.exp(-jnp.square(lam * A)) * Bv
+    cb = (-2.0 / batch) * res[:, None] * e
+    gk_in = jnp.einsum("bl,blm->m", ca, C)
+    gv_in = jnp.einsum("bl,blm->m", cb, C)
+    s2 = jnp.square(sig)
+    s11, s12, s22 = jnp.sum(ca * ca * s2), jnp.sum(ca * cb * s2), jnp.sum(cb * cb * s2)
+    pos = s11 > 0.0
+    l11 = jnp.sqrt(s11)
+    l21 = jnp.where(pos, s12 / jnp.where(pos, l11, 1.0), 0.0)
+    l22 = jnp.sqrt(jnp.maximum(s22 - jnp.square(l21), 0.0))
+    z = G[n4 + batch:].reshape(2, d)
+    g = jnp.stack([l11 * z[0], l21 * z[0] + l22 * z[1]])  # (2, d)
+    g = g - (g @ Q.T) @ Q  # (I - P)
+    return Q.T @ gk_in + g[0], Q.T @ gv_in + g[1]
+
+
+def _sgd_single(key, k0, v0, ks, vs, w, lam0, c, alpha, gamma, L, eps, log_every, rem, *, fn, n_chunks,
+                batch, unroll, sampler):
     lam_fn = _lam_fn(fn, lam0, c, jnp.float64)
     grad = jax.grad(_loss, argnums=(0, 1))
+    reduced = sampler == "reduced" and ks.shape[0] >= 4  # d < 4: no 4-D frame, the full draw is as cheap
+
+    if reduced:
+        d = ks.shape[0]
+
+        def step(cr, t, nz):
+            k, v = cr
+            gk, gv = _reduced_grads(nz, k, v, ks, vs, w, lam_fn(t), gamma, L, eps, batch)
+            return _project_step(k, v, gk, gv, alpha)
+
+        noise = lambda t: _reduced_noise(jax.random.fold_in(key, t), d, L, batch)
+        return _run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise=noise,
+                           block=_BLOCK)
 
     def body(cr, t):
         k, v = cr
@@ -377,12 +481,13 @@ def _sgd_single(key, k0, v0, ks, vs, lam0, c, alpha, gamma, L, eps, log_every, r
 
 
 @partial(jax.jit, static_argnames=("fn", "n_chunks", "batch", "n_test", "L", "unroll", "batched",
-                                   "has_rem"))
+                                   "has_rem", "sampler"))
 def _sgd_core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, *, fn,
-              n_chunks, batch, n_test, L, unroll, batched, has_rem):
-    run = lambda kk, a, b: _sgd_single(kk, a, b, ks, vs, lam0, c, alpha, gamma, L, eps, log_every,
+              n_chunks, batch, n_test, L, unroll, batched, has_rem, sampler):
+    w = jax.random.normal(jax.random.key(_FALLBACK_SEED), (2, ks.shape[0]), dtype=jnp.float64)
+    run = lambda kk, a, b: _sgd_single(kk, a, b, ks, vs, w, lam0, c, alpha, gamma, L, eps, log_every,
                                        rem if has_rem else None, fn=fn, n_chunks=n_chunks, batch=batch,
-                                       unroll=unroll)
+                                       unroll=unroll, sampler=sampler)
     K, V = jax.vmap(run)(keys, k0, v0) if batched else run(keys, k0, v0)  # (..., T, d)
     lam = _lam_fn(fn, lam0, c, jnp.float64)(t_log.astype(jnp.float64))
     ov = (_dot(K, ks), _dot(V, vs), _dot(V, ks), _dot(K, vs), _dot(K, V))
@@ -402,7 +507,7 @@ def _sgd_core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_ev
 
 
 def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps, log_every,
-        n_test=1000) -> Trajectory:
+        n_test=1000, sampler="reduced") -> Trajectory:
     """Stochastic projected gradient descent (Definition 1 with mini-batch gradients; Figure 5).
 
     Each step draws ``batch`` fresh samples of SLR(k*, v*) in R^d (:mod:`slr.task`) and takes the
@@ -414,6 +519,14 @@ def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps,
         k0, v0: unit vectors, shape (d,) or (R, d) (repeats vectorised with ``vmap``).
         k_star, v_star, lam, alpha, steps, gamma, L, eps, log_every: as in :func:`pgd`.
         batch: mini-batch size >= 1. n_test: size of the fixed test batch >= 1.
+        sampler: how a mini-batch gradient is drawn. ``"full"``: the B L d token entries themselves
+            (:mod:`slr.task`). ``"reduced"`` (default): the tokens' coordinates in an orthonormal frame
+            of span{k, v, k*, v*} (B L 4 normals) plus the out-of-span parts of the two gradients,
+            jointly Gaussian given those coordinates (2 d normals and a 2x2 Cholesky factor): the
+            gradients, hence the whole trajectory, have exactly the law of the full draw (not the same
+            draws: the two samplers use the random stream differently). A degenerate span (k or v in
+            span{k*, v*}, e.g. a start at k*, v*) is completed by fixed directions; for d < 4 the full
+            draw is used.
 
     Returns:
         A :class:`Trajectory` whose ``excess_risk`` is the test-batch estimate of R - eps^2 (Figure 5
@@ -424,6 +537,8 @@ def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps,
     _check_common(alpha=alpha, gamma=gamma, L=L, eps=eps, log_every=log_every)
     check_int("batch", batch, lo=1)
     check_int("n_test", n_test, lo=1)
+    if not isinstance(sampler, str) or sampler not in _SAMPLERS:
+        raise ValueError(f"sampler must be one of {_SAMPLERS}, got {sampler!r}")
     k0, v0, ks, vs, d = _check_vectors(k0, v0, k_star, v_star)
     if d < 2:
         raise ValueError(f"d must be >= 2 for sgd (k_star and v_star orthogonal), got {d}")
@@ -435,7 +550,7 @@ def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps,
     out = _sgd_core(key_test, keys, jnp.asarray(k0), jnp.asarray(v0), jnp.asarray(ks), jnp.asarray(vs), lam0, c,
                     float(alpha), float(gamma), float(eps), int(log_every), int(rem or 0),
                     jnp.asarray(t_log), fn=fn, n_chunks=n_chunks, batch=int(batch), n_test=int(n_test),
-                    L=int(L), unroll=1, batched=k0.ndim == 2, has_rem=rem is not None)
+                    L=int(L), unroll=_SGD_UNROLL, batched=k0.ndim == 2, has_rem=rem is not None, sampler=sampler)
     return Trajectory(t_log, *out)
 
 
@@ -652,13 +767,17 @@ def hessian_top_eigenvalue_overlaps(kappa, nu, theta, eta, rho, *, lam, gamma, d
     on the tangent space. It is computed exactly in R^5 (span{k*, v*, k, v} plus one orthogonal
     direction, which carries every eigenvalue of the d - 4 orthogonal ones), keeping the scalar d.
     PGD with step alpha is locally stable only where alpha times this is < 2.
+    ``lam`` may be an array broadcasting with the overlaps (e.g. lam_t at the logged steps of a run
+    with a schedule).
     """
     for name, val in (("kappa", kappa), ("nu", nu), ("theta", theta), ("eta", eta), ("rho", rho)):
         check_interval(name, val, -1.0, 1.0)
-    check_positive("lam", lam)
+    lam_arr = np.asarray(lam, dtype=float)
+    if not np.all(np.isfinite(lam_arr) & (lam_arr > 0)):
+        raise ValueError(f"lam must be > 0 and finite (a scalar or an array), got {lam!r}")
     _check_common(gamma=gamma, L=L, eps=eps, d=d)
-    fn = jnp.vectorize(lambda a, b, c, e, r: _hess_top(a, b, c, e, r, lam, gamma, float(d), L, eps))
-    return jax.jit(fn)(*(jnp.asarray(x, jnp.float64) for x in (kappa, nu, theta, eta, rho)))
+    fn = jnp.vectorize(lambda a, b, c, e, r, l: _hess_top(a, b, c, e, r, l, gamma, float(d), L, eps))
+    return jax.jit(fn)(*(jnp.asarray(x, jnp.float64) for x in (kappa, nu, theta, eta, rho, lam)))
 
 
 def hessian_top_eigenvalue(k, v, k_star, v_star, *, lam, gamma, L, eps=0.0):

@@ -261,3 +261,114 @@ def test_manifold_map_stays_in_square(kappa, nu, lam, alpha):
     k1, n1 = D.manifold_map(kappa, nu, lam=lam, alpha=alpha, d=400, **SETTING)
     assert np.isfinite(k1) and np.isfinite(n1)
     assert abs(float(k1)) <= 1 + 1e-12 and abs(float(n1)) <= 1 + 1e-12
+
+
+def test_hessian_top_eigenvalue_lam_array():
+    """lam may be an array (a schedule at logged steps): same values as one call per lam; lam <= 0 refused."""
+    lams = np.array([0.1, 0.5, 1.0])
+    pts = (np.array([1.0, 0.3, 0.5]), np.array([1.0, 0.2, -0.4]), np.zeros(3), np.zeros(3), np.array([0.0, 0.1, 0.0]))
+    many = np.asarray(D.hessian_top_eigenvalue_overlaps(*pts, lam=lams, d=400, **SETTING))
+    one = [float(D.hessian_top_eigenvalue_overlaps(*(p[i] for p in pts), lam=float(lams[i]), d=400, **SETTING))
+           for i in range(3)]
+    np.testing.assert_allclose(many, one, rtol=1e-12)
+    with pytest.raises(ValueError, match="lam"):
+        D.hessian_top_eigenvalue_overlaps(*pts, lam=np.array([0.1, -1.0, 1.0]), d=400, **SETTING)
+
+# ----------------------------------------------------------------------------------------------
+# the reduced SGD sampler: exact in distribution (gradients and trajectories)
+
+
+def _one_step_grads(sampler, key, k, v, ks, vs, n, *, lam, L, eps, batch):
+    """n independent draws of the mini-batch gradient (gk, gv) at (k, v), each shape (n, d)."""
+    d = ks.shape[0]
+    w = jax.random.normal(jax.random.key(D._FALLBACK_SEED), (2, d), dtype=jnp.float64)
+    grad = jax.grad(D._loss, argnums=(0, 1))
+
+    def one(kk):
+        if sampler == "reduced":
+            return D._reduced_grads(D._reduced_noise(kk, d, L, batch), k, v, ks, vs, w, lam, GAMMA, L, eps,
+                                    batch)
+        X, y, _ = task._sample(kk, batch, ks, vs, L, GAMMA, eps, None)
+        return grad(k, v, X, y, lam)
+
+    return jax.jit(jax.vmap(one))(jax.random.split(key, n))
+
+
+def test_reduced_sampler_one_step_gradient_law():
+    """At a generic (k, v) off M, mean and covariance of the mini-batch gradient, projected on
+    directions in and out of span{k, v, k*, v*}, agree between the samplers (|z| < 5, 20000 draws)."""
+    d, L, n = 12, 4, 20000
+    ks, vs = task.sample_oracle(jax.random.key(20), d)
+    g = jax.random.normal(jax.random.key(21), (4, d))
+    k = 0.6 * ks + 0.3 * vs + g[0] / np.linalg.norm(g[0]) * 0.5
+    k = k / jnp.linalg.norm(k)
+    v = -0.2 * ks + 0.5 * vs + g[1] / np.linalg.norm(g[1]) * 0.7
+    v = v / jnp.linalg.norm(v)
+    Q, _ = jnp.linalg.qr(jnp.stack([ks, vs, k, v], axis=1))
+    out = g[2:] - (g[2:] @ Q) @ Q.T
+    out = out / jnp.linalg.norm(out, axis=1, keepdims=True)
+    dirs = jnp.concatenate([Q.T, out, (Q[:, 2] + out[0])[None] / math.sqrt(2)])  # 4 in, 2 out, 1 mixed
+    stats = {}
+    for sampler, seed in (("reduced", 22), ("full", 23)):
+        gk, gv = _one_step_grads(sampler, jax.random.key(seed), k, v, ks, vs, n, lam=0.8, L=L, eps=0.3,
+                                 batch=3)
+        P = np.asarray(jnp.concatenate([gk @ dirs.T, gv @ dirs.T], axis=1))  # (n, 14)
+        assert np.all(np.isfinite(P))
+        stats[sampler] = P
+    a, b = stats["reduced"], stats["full"]
+    # means
+    z_mean = (a.mean(0) - b.mean(0)) / np.sqrt(a.var(0) / n + b.var(0) / n)
+    # second moments (variances and a set of covariances between projections)
+    idx = [(i, j) for i in range(a.shape[1]) for j in range(i, a.shape[1])]
+    ca = np.stack([(a[:, i] - a[:, i].mean()) * (a[:, j] - a[:, j].mean()) for i, j in idx], 1)
+    cb = np.stack([(b[:, i] - b[:, i].mean()) * (b[:, j] - b[:, j].mean()) for i, j in idx], 1)
+    z_cov = (ca.mean(0) - cb.mean(0)) / np.sqrt(ca.var(0) / n + cb.var(0) / n)
+    assert np.max(np.abs(z_mean)) < 5, np.max(np.abs(z_mean))
+    assert np.max(np.abs(z_cov)) < 5, np.max(np.abs(z_cov))
+    # the out-of-span parts are not degenerate: their variance is that of the in-span noise scale
+    assert a[:, 4].var() > 0.1 * b[:, 4].var() and a[:, 4].var() < 10 * b[:, 4].var()
+
+
+def test_reduced_sampler_short_trajectories_match_full():
+    """kappa, nu and the excess risks after 300 steps (128 repeats): means and variances agree."""
+    d, R = 10, 128
+    ks, vs = task.sample_oracle(jax.random.key(30), d)
+    k0, v0 = D.init_sphere(jax.random.key(31), d, R)
+    kw = dict(lam=D.InverseTime(1.0, 1e-3), alpha=5e-2, steps=300, batch=3, gamma=GAMMA, L=3, eps=0.1,
+              log_every=150, n_test=100)
+    red = D.sgd(jax.random.key(32), k0, v0, ks, vs, sampler="reduced", **kw)
+    full = D.sgd(jax.random.key(33), k0, v0, ks, vs, sampler="full", **kw)
+    for f in ("kappa", "nu", "theta", "rho", "excess_risk_closed"):
+        a, b = np.asarray(getattr(red, f))[:, -1], np.asarray(getattr(full, f))[:, -1]
+        assert np.all(np.isfinite(a))
+        z = (a.mean() - b.mean()) / np.sqrt(a.var() / R + b.var() / R)
+        assert abs(z) < 4.5, (f, z)
+        # the runs moved: a real comparison, not two copies of the start
+        assert np.mean(np.abs(a - np.asarray(getattr(red, f))[:, 0])) > 1e-2, f
+        ra = np.log(a.var() / b.var())  # log variance ratio, sd ~ sqrt(4 / R) for near-Gaussian data
+        assert abs(ra) < 5 * math.sqrt(4.0 / R) + 0.3, (f, ra)
+
+
+@pytest.mark.parametrize("d", [4, 5])
+def test_reduced_sampler_degenerate_span_no_nan(d):
+    """k0 = k*, v0 = v* (span{k, v, k*, v*} of dimension 2) and small d: finite, unit iterates."""
+    ks, vs = task.sample_oracle(jax.random.key(40), d)
+    k0 = jnp.stack([ks, -ks, vs])
+    v0 = jnp.stack([vs, vs, ks])
+    tr = D.sgd(jax.random.key(41), k0, v0, ks, vs, lam=1.0, alpha=1e-2, steps=50, batch=5, gamma=GAMMA,
+               L=3, eps=0.1, log_every=10, n_test=50)
+    for f in ("kappa", "nu", "theta", "eta", "rho", "excess_risk", "excess_risk_closed"):
+        assert np.all(np.isfinite(np.asarray(getattr(tr, f)))), f
+    assert np.all(np.abs(np.asarray(tr.kappa)) <= 1 + 1e-12)
+    # the fallback directions are orthonormal to k*, v* and the step still moves off span{k*, v*}
+    assert np.max(np.abs(np.asarray(tr.kappa[0, 1:]))) < 1.0
+
+
+def test_sgd_sampler_validation(oracle400):
+    ks, vs = oracle400
+    k0, v0 = D.init_sphere(jax.random.key(1), 400, 2)
+    kw = dict(lam=0.1, alpha=1e-3, steps=2, batch=2, gamma=GAMMA, L=3, eps=0.1, log_every=1)
+    with pytest.raises(ValueError, match="sampler"):
+        D.sgd(jax.random.key(0), k0, v0, ks, vs, sampler="fast", **kw)
+    with pytest.raises(ValueError, match="sampler"):
+        D.sgd(jax.random.key(0), k0, v0, ks, vs, sampler=None, **kw)
