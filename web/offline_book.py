@@ -10,6 +10,7 @@
 - Adds a tiny bridge for the ipywidgets HTML manager, which typesets widget labels through the MathJax 2
   API (`MathJax.Hub.Queue`) while the book serves MathJax 3.
 """
+import re
 from pathlib import Path
 
 from docutils import nodes
@@ -123,12 +124,25 @@ def _course_build(app, config):
         app.add_directive("solution-end", HiddenSolutionEnd, override=True)
 
 
+def _latex_equation_tags(app, doctree, docname):
+    """The paper's equation numbers are written with ``\\tag{N}``. MathJax right-aligns them in the HTML;
+    Sphinx's LaTeX writer wraps display math in ``split``, where amsmath forbids ``\\tag``, so in the PDF
+    the number is set after the formula instead."""
+    if app.builder.format != "latex":
+        return
+    for node in list(doctree.findall(nodes.math_block)):
+        text = node.astext()
+        if "\\tag{" in text:
+            node.children = [nodes.Text(re.sub(r"\\tag\{([^}]*)\}", r"\\qquad(\1)", text))]
+
+
 def setup(app):
     app.add_node(hidden_solution_start)
     app.add_node(hidden_solution_end)
     app.add_transform(RemoveHiddenSolutions)
     app.connect("config-inited", _course_build)
     app.connect("builder-inited", _check_assets)
+    app.connect("doctree-resolved", _latex_equation_tags)
     app.add_js_file(None, body=HUB_BRIDGE, priority=900)
     # early: `html-page-context` is emitted with emit_firstresult, so a late listener may never run
     app.connect("html-page-context", _dedupe_scripts, priority=100)
