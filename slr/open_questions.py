@@ -168,19 +168,12 @@ def _angled(e, phi, which):
 
 def _draws(key, n, L, d):
     """The standard Gaussian draws and the two distinct uniform positions of n samples (Eq. 30, H = 2)."""
-    kx, kj, kg, kn = jax.random.split(key, 4)
-    Z = jax.random.normal(kx, (n, L, d))
-    J = jnp.argsort(jax.random.uniform(kj, (n, L)), axis=1)[:, :2]
-    return Z, J, jax.random.normal(kg, (n, 2, d)), jax.random.normal(kn, (n,))
+    return task.multi_draws(key, n, L=L, d=d, H=2)
 
 
 def _assemble(draws, ks, vs, gamma, eps):
     """Samples (X, y) of Eq. (30) for the oracle (ks, vs) from the draws of :func:`_draws`."""
-    Z, J, G, xi = draws
-    d = ks.shape[-1]
-    sig = math.sqrt(d / 2.0) * ks[None] + gamma * G
-    X = Z.at[jnp.arange(Z.shape[0])[:, None], J].set(sig)
-    y = jnp.einsum("nhd,hd->n", sig, vs) + eps * xi
+    X, y, _ = task.multi_assemble(draws, ks, vs, gamma=gamma, eps=eps)
     return X, y
 
 

@@ -20,7 +20,8 @@ import numpy as np
 from slr._validate import (check_int, check_key, check_nonneg, check_orthogonal, check_positive,
                            check_unit, check_interval)
 
-__all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "orthonormal_frame"]
+__all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "multi_draws", "multi_assemble",
+           "orthonormal_frame"]
 
 
 def orthonormal_frame(key, d: int, m: int):
@@ -133,11 +134,32 @@ def sample_multi(key, n: int, k_stars, v_stars, *, L: int, gamma: float, eps: fl
     if np.max(np.abs(gram - np.eye(2 * H))) > 1e-6:
         raise ValueError("k_stars and v_stars must be 2H mutually orthonormal vectors (rows)")
     k_stars, v_stars = jnp.asarray(k_stars), jnp.asarray(v_stars)
+    X, y, J = multi_assemble(multi_draws(key, n, L=L, d=d, H=H), k_stars, v_stars, gamma=gamma, eps=eps)
+    return X, y, J
+
+
+def multi_draws(key, n: int, *, L: int, d: int, H: int, dtype=jnp.float64):
+    """The randomness of ``n`` samples of Eq. (30), independent of the oracle: standard Gaussian tokens
+    Z (n, L, d), the H distinct locations J (n, H), the informative tokens' noise G (n, H, d) and the label
+    noise xi (n,). Traceable (no checks: ``n``, ``L``, ``d``, ``H`` static); :func:`multi_assemble` turns
+    them into samples of a given oracle, so several runs with their own oracles can share one draw.
+    """
     kx, kj, kg, kn = jax.random.split(key, 4)
-    X = jax.random.normal(kx, (n, L, d), dtype=jnp.float64)
+    Z = jax.random.normal(kx, (n, L, d), dtype=dtype)
     # distinct locations: the first H entries of a uniform random permutation of 0..L-1
     J = jnp.argsort(jax.random.uniform(kj, (n, L)), axis=1)[:, :H]
-    signal = math.sqrt(d / 2.0) * k_stars[None] + gamma * jax.random.normal(kg, (n, H, d), dtype=jnp.float64)
-    X = X.at[jnp.arange(n)[:, None], J].set(signal)
-    y = jnp.einsum("nhd,hd->n", signal, v_stars) + eps * jax.random.normal(kn, (n,), dtype=jnp.float64)
+    G = jax.random.normal(kg, (n, H, d), dtype=dtype)
+    xi = jax.random.normal(kn, (n,), dtype=dtype)
+    return Z, J, G, xi
+
+
+def multi_assemble(draws, k_stars, v_stars, *, gamma, eps):
+    """Samples (X, y, J) of Eq. (30) for the oracle (k_stars, v_stars), shapes (H, d), from the draws of
+    :func:`multi_draws`: X_{J_h} = sqrt(d/2) k_star_h + gamma G_h, y = sum_h X_{J_h}.v_star_h + eps xi.
+    Traceable, no checks (:func:`sample_multi` is the checked entry point)."""
+    Z, J, G, xi = draws
+    d = Z.shape[-1]
+    signal = math.sqrt(d / 2.0) * k_stars[None].astype(G.dtype) + gamma * G
+    X = Z.at[jnp.arange(Z.shape[0])[:, None], J].set(signal)
+    y = jnp.einsum("nhd,hd->n", signal, v_stars.astype(G.dtype)) + eps * xi
     return X, y, J

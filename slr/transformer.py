@@ -41,7 +41,7 @@ import numpy as np
 import optax
 
 from slr._validate import check_int, check_key, check_nonneg, check_positive
-from slr.task import sample_oracle_multi
+from slr.task import multi_assemble, multi_draws, sample_oracle_multi
 
 __all__ = ["TransformerConfig", "FIGURE_8", "FIGURE_10", "init_params", "register_token", "layer_norm",
            "predict", "forward_full", "draw_batch", "test_risk", "key_directions", "value_directions",
@@ -204,13 +204,7 @@ def draw_batch(key, n: int, k_stars, v_stars, *, L: int, gamma, eps, dtype=jnp.f
     k_stars, v_stars: (H, d). Returns X (n, L, d) and y (n,).
     """
     H, d = k_stars.shape
-    kx, kj, kg, kn = jax.random.split(key, 4)
-    X = jax.random.normal(kx, (n, L, d), dtype=dtype)
-    J = jnp.argsort(jax.random.uniform(kj, (n, L)), axis=1)[:, :H]
-    signal = (math.sqrt(d / 2.0) * k_stars[None].astype(dtype)
-              + gamma * jax.random.normal(kg, (n, H, d), dtype=dtype))
-    X = X.at[jnp.arange(n)[:, None], J].set(signal)
-    y = jnp.einsum("nhd,hd->n", signal, v_stars.astype(dtype)) + eps * jax.random.normal(kn, (n,), dtype=dtype)
+    X, y, _ = multi_assemble(multi_draws(key, n, L=L, d=d, H=H, dtype=dtype), k_stars, v_stars, gamma=gamma, eps=eps)
     return X, y
 
 
@@ -263,21 +257,12 @@ def _metrics(params, c, Xt, yt, k_stars, v_stars, eps, n_jac):
 
 def _shared_draws(key, cfg, dt):
     """The Gaussian draws of one step, shared by the repetitions (see :func:`train`)."""
-    H = cfg.n_locations
-    kx, kj, kg, kn = jax.random.split(key, 4)
-    Z = jax.random.normal(kx, (cfg.batch, cfg.L, cfg.d), dtype=dt)
-    J = jnp.argsort(jax.random.uniform(kj, (cfg.batch, cfg.L)), axis=1)[:, :H]
-    G = jax.random.normal(kg, (cfg.batch, H, cfg.d), dtype=dt)
-    xi = jax.random.normal(kn, (cfg.batch,), dtype=dt)
-    return Z, J, G, xi
+    return multi_draws(key, cfg.batch, L=cfg.L, d=cfg.d, H=cfg.n_locations, dtype=dt)
 
 
 def _assemble(draws, k_stars, v_stars, cfg):
     """Samples of Eq. (30) for one oracle (k_stars, v_stars) from the draws of :func:`_shared_draws`."""
-    Z, J, G, xi = draws
-    signal = math.sqrt(cfg.d / 2.0) * k_stars[None] + cfg.gamma * G
-    X = Z.at[jnp.arange(Z.shape[0])[:, None], J].set(signal)
-    y = jnp.einsum("nhd,hd->n", signal, v_stars) + cfg.eps * xi
+    X, y, _ = multi_assemble(draws, k_stars, v_stars, gamma=cfg.gamma, eps=cfg.eps)
     return X, y
 
 

@@ -153,3 +153,23 @@ def test_sample_multi_single_head_matches_sample_law():
     assert J.shape == (30, 1)
     np.testing.assert_allclose(np.asarray(y), np.einsum("nd,d->n", np.asarray(X)[np.arange(30), np.asarray(J)[:, 0]],
                                                         np.asarray(vs)), atol=1e-13)
+
+
+def test_multi_kernel_is_traceable_and_is_sample_multi():
+    """multi_draws + multi_assemble (the kernel the Transformer, multi-head and open-questions code
+    share) give exactly sample_multi's samples for the same key, and run under jit (where XLA's fused
+    arithmetic may differ in the last bit)."""
+    ks, vs = task.sample_oracle_multi(jax.random.key(5), 9, 2)
+    X, y, J = task.sample_multi(jax.random.key(6), 11, ks, vs, L=5, gamma=0.6, eps=0.2)
+
+    def kernel(key, ks, vs):
+        return task.multi_assemble(task.multi_draws(key, 11, L=5, d=9, H=2), ks, vs, gamma=0.6, eps=0.2)
+
+    for X2, y2, J2, exact in (kernel(jax.random.key(6), ks, vs) + (True,),
+                              jax.jit(kernel)(jax.random.key(6), ks, vs) + (False,)):
+        assert np.array_equal(np.asarray(J), np.asarray(J2))
+        if exact:
+            assert np.array_equal(np.asarray(X), np.asarray(X2)) and np.array_equal(np.asarray(y), np.asarray(y2))
+        else:
+            np.testing.assert_allclose(np.asarray(X2), np.asarray(X), rtol=1e-13, atol=1e-13)
+            np.testing.assert_allclose(np.asarray(y2), np.asarray(y), rtol=1e-13, atol=1e-13)
