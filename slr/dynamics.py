@@ -472,7 +472,8 @@ def _sgd_single(key, k0, v0, ks, vs, w, lam0, c, alpha, gamma, L, eps, log_every
 
     def body(cr, t):
         k, v = cr
-        X, y, _ = _task._sample(jax.random.fold_in(key, t), batch, ks, vs, L, gamma, eps, None)
+        X, y, _ = _task.assemble(_task.draws(jax.random.fold_in(key, t), batch, L=L, d=ks.shape[0]), ks[None],
+                                 vs[None], gamma=gamma, eps=eps)
         gk, gv = grad(k, v, X, y, lam_fn(t))
         return _project_step(k, v, gk, gv, alpha)
 
@@ -493,7 +494,8 @@ def _sgd_core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_ev
     ov = (_dot(K, ks), _dot(V, vs), _dot(V, ks), _dot(K, vs), _dot(K, V))
     closed = _risk(*ov, lam, gamma, float(ks.shape[0]), float(L), eps) - eps ** 2
     # one fixed test batch shared by the repeats (Figure 5): one matmul per logged step
-    Xt, yt, _ = _task._sample(key_test, n_test, ks, vs, L, gamma, eps, None)
+    Xt, yt, _ = _task.assemble(_task.draws(key_test, n_test, L=L, d=ks.shape[0]), ks[None], vs[None],
+                               gamma=gamma, eps=eps)
     Kb, Vb = (x if batched else x[None] for x in (K, V))
 
     def test_loss(args):

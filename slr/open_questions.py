@@ -168,12 +168,12 @@ def _angled(e, phi, which):
 
 def _draws(key, n, L, d):
     """The standard Gaussian draws and the two distinct uniform positions of n samples (Eq. 30, H = 2)."""
-    return task.multi_draws(key, n, L=L, d=d, H=2)
+    return task.draws(key, n, L=L, d=d, H=2)
 
 
 def _assemble(draws, ks, vs, gamma, eps):
     """Samples (X, y) of Eq. (30) for the oracle (ks, vs) from the draws of :func:`_draws`."""
-    X, y, _ = task.multi_assemble(draws, ks, vs, gamma=gamma, eps=eps)
+    X, y, _ = task.assemble(draws, ks, vs, gamma=gamma, eps=eps)
     return X, y
 
 

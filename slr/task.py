@@ -20,7 +20,7 @@ import numpy as np
 from slr._validate import (check_int, check_key, check_nonneg, check_orthogonal, check_positive,
                            check_unit, check_interval)
 
-__all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "multi_draws", "multi_assemble",
+__all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "draws", "assemble",
            "orthonormal_frame"]
 
 
@@ -90,21 +90,9 @@ def sample(key, n: int, k_star, v_star, *, L: int, gamma: float, eps: float = 0.
     check_unit("v_star", v_star, d=d)
     check_orthogonal("k_star", k_star, "v_star", v_star)
     probs = None if p is None else _check_probs(p, L)
-    return _sample(key, n, jnp.asarray(k_star), jnp.asarray(v_star), L, gamma, eps, probs)
-
-
-def _sample(key, n, k_star, v_star, L, gamma, eps, probs):
-    d = k_star.shape[0]
-    kx, kj, kg, kn = jax.random.split(key, 4)
-    X = jax.random.normal(kx, (n, L, d), dtype=jnp.float64)
-    if probs is None:
-        J0 = jax.random.randint(kj, (n,), 0, L)
-    else:
-        J0 = jax.random.choice(kj, L, (n,), p=probs)
-    signal = math.sqrt(d / 2.0) * k_star + gamma * jax.random.normal(kg, (n, d), dtype=jnp.float64)
-    X = X.at[jnp.arange(n), J0].set(signal)
-    y = signal @ v_star + eps * jax.random.normal(kn, (n,), dtype=jnp.float64)
-    return X, y, J0
+    X, y, J = assemble(draws(key, n, L=L, d=d, p=probs), jnp.asarray(k_star)[None], jnp.asarray(v_star)[None],
+                       gamma=gamma, eps=eps)
+    return X, y, J[:, 0]
 
 
 def sample_multi(key, n: int, k_stars, v_stars, *, L: int, gamma: float, eps: float = 0.0):
@@ -134,32 +122,44 @@ def sample_multi(key, n: int, k_stars, v_stars, *, L: int, gamma: float, eps: fl
     if np.max(np.abs(gram - np.eye(2 * H))) > 1e-6:
         raise ValueError("k_stars and v_stars must be 2H mutually orthonormal vectors (rows)")
     k_stars, v_stars = jnp.asarray(k_stars), jnp.asarray(v_stars)
-    X, y, J = multi_assemble(multi_draws(key, n, L=L, d=d, H=H), k_stars, v_stars, gamma=gamma, eps=eps)
+    X, y, J = assemble(draws(key, n, L=L, d=d, H=H), k_stars, v_stars, gamma=gamma, eps=eps)
     return X, y, J
 
 
-def multi_draws(key, n: int, *, L: int, d: int, H: int, dtype=jnp.float64):
-    """The randomness of ``n`` samples of Eq. (30), independent of the oracle: standard Gaussian tokens
-    Z (n, L, d), the H distinct locations J (n, H), the informative tokens' noise G (n, H, d) and the label
-    noise xi (n,). Traceable (no checks: ``n``, ``L``, ``d``, ``H`` static); :func:`multi_assemble` turns
-    them into samples of a given oracle, so several runs with their own oracles can share one draw.
+def draws(key, n: int, *, L: int, d: int, H: int = 1, p=None, dtype=jnp.float64):
+    """The randomness of ``n`` samples of SLR (H = 1, Section 2.1) or of Eq. (30) (H >= 2), independent of
+    the oracle: standard Gaussian tokens Z (n, L, d), the locations J (n, H), the informative tokens'
+    noise G (n, H, d) and the label noise xi (n,).
+
+    For H = 1 the location is uniform on 0..L-1 (or drawn from the probabilities ``p``, shape (L,));
+    for H >= 2 the H locations are distinct, the first H entries of a uniform random permutation.
+    Traceable (no checks: ``n``, ``L``, ``d``, ``H`` static): the one sampler body of the library.
+    :func:`assemble` turns the draws into samples of a given oracle, so several runs with their own
+    oracles can share one draw; :func:`sample` and :func:`sample_multi` are the checked entry points.
     """
     kx, kj, kg, kn = jax.random.split(key, 4)
     Z = jax.random.normal(kx, (n, L, d), dtype=dtype)
-    # distinct locations: the first H entries of a uniform random permutation of 0..L-1
-    J = jnp.argsort(jax.random.uniform(kj, (n, L)), axis=1)[:, :H]
+    if H == 1:
+        J = (jax.random.randint(kj, (n,), 0, L) if p is None
+             else jax.random.choice(kj, L, (n,), p=p))[:, None]
+    else:
+        J = jnp.argsort(jax.random.uniform(kj, (n, L)), axis=1)[:, :H]
     G = jax.random.normal(kg, (n, H, d), dtype=dtype)
     xi = jax.random.normal(kn, (n,), dtype=dtype)
     return Z, J, G, xi
 
 
-def multi_assemble(draws, k_stars, v_stars, *, gamma, eps):
-    """Samples (X, y, J) of Eq. (30) for the oracle (k_stars, v_stars), shapes (H, d), from the draws of
-    :func:`multi_draws`: X_{J_h} = sqrt(d/2) k_star_h + gamma G_h, y = sum_h X_{J_h}.v_star_h + eps xi.
-    Traceable, no checks (:func:`sample_multi` is the checked entry point)."""
+def assemble(draws, k_stars, v_stars, *, gamma, eps):
+    """Samples (X, y, J) for the oracle (k_stars, v_stars), shapes (H, d), from the output of
+    :func:`draws`: X_{J_h} = sqrt(d/2) k_star_h + gamma G_h, y = sum_h X_{J_h}.v_star_h + eps xi.
+    Traceable, no checks."""
     Z, J, G, xi = draws
     d = Z.shape[-1]
     signal = math.sqrt(d / 2.0) * k_stars[None].astype(G.dtype) + gamma * G
     X = Z.at[jnp.arange(Z.shape[0])[:, None], J].set(signal)
-    y = jnp.einsum("nhd,hd->n", signal, v_stars.astype(G.dtype)) + eps * xi
+    v_stars = v_stars.astype(G.dtype)
+    if J.shape[1] == 1:  # one location: a matrix-vector product (the same numbers as Section 2.1's y)
+        y = signal[:, 0] @ v_stars[0] + eps * xi
+    else:
+        y = jnp.einsum("nhd,hd->n", signal, v_stars) + eps * xi
     return X, y, J

@@ -41,7 +41,7 @@ import numpy as np
 import optax
 
 from slr._validate import check_int, check_key, check_nonneg, check_positive
-from slr.task import multi_assemble, multi_draws, sample_oracle_multi
+from slr.task import assemble, draws, sample_oracle_multi
 
 __all__ = ["TransformerConfig", "FIGURE_8", "FIGURE_10", "init_params", "register_token", "layer_norm",
            "predict", "forward_full", "draw_batch", "test_risk", "key_directions", "value_directions",
@@ -204,7 +204,7 @@ def draw_batch(key, n: int, k_stars, v_stars, *, L: int, gamma, eps, dtype=jnp.f
     k_stars, v_stars: (H, d). Returns X (n, L, d) and y (n,).
     """
     H, d = k_stars.shape
-    X, y, _ = multi_assemble(multi_draws(key, n, L=L, d=d, H=H, dtype=dtype), k_stars, v_stars, gamma=gamma, eps=eps)
+    X, y, _ = assemble(draws(key, n, L=L, d=d, H=H, dtype=dtype), k_stars, v_stars, gamma=gamma, eps=eps)
     return X, y
 
 
@@ -257,12 +257,12 @@ def _metrics(params, c, Xt, yt, k_stars, v_stars, eps, n_jac):
 
 def _shared_draws(key, cfg, dt):
     """The Gaussian draws of one step, shared by the repetitions (see :func:`train`)."""
-    return multi_draws(key, cfg.batch, L=cfg.L, d=cfg.d, H=cfg.n_locations, dtype=dt)
+    return draws(key, cfg.batch, L=cfg.L, d=cfg.d, H=cfg.n_locations, dtype=dt)
 
 
 def _assemble(draws, k_stars, v_stars, cfg):
     """Samples of Eq. (30) for one oracle (k_stars, v_stars) from the draws of :func:`_shared_draws`."""
-    X, y, _ = multi_assemble(draws, k_stars, v_stars, gamma=cfg.gamma, eps=cfg.eps)
+    X, y, _ = assemble(draws, k_stars, v_stars, gamma=cfg.gamma, eps=cfg.eps)
     return X, y
 
 

@@ -288,7 +288,7 @@ def _one_step_grads(sampler, key, k, v, ks, vs, n, *, lam, L, eps, batch):
         if sampler == "reduced":
             return D._reduced_grads(D._reduced_noise(kk, d, L, batch), k, v, ks, vs, w, lam, GAMMA, L, eps,
                                     batch)
-        X, y, _ = task._sample(kk, batch, ks, vs, L, GAMMA, eps, None)
+        X, y, _ = task.assemble(task.draws(kk, batch, L=L, d=ks.shape[0]), ks[None], vs[None], gamma=GAMMA, eps=eps)
         return grad(k, v, X, y, lam)
 
     return jax.jit(jax.vmap(one))(jax.random.split(key, n))

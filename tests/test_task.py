@@ -163,7 +163,7 @@ def test_multi_kernel_is_traceable_and_is_sample_multi():
     X, y, J = task.sample_multi(jax.random.key(6), 11, ks, vs, L=5, gamma=0.6, eps=0.2)
 
     def kernel(key, ks, vs):
-        return task.multi_assemble(task.multi_draws(key, 11, L=5, d=9, H=2), ks, vs, gamma=0.6, eps=0.2)
+        return task.assemble(task.draws(key, 11, L=5, d=9, H=2), ks, vs, gamma=0.6, eps=0.2)
 
     for X2, y2, J2, exact in (kernel(jax.random.key(6), ks, vs) + (True,),
                               jax.jit(kernel)(jax.random.key(6), ks, vs) + (False,)):
