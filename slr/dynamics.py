@@ -36,7 +36,7 @@ from slr import task as _task
 from slr._validate import (check_int, check_interval, check_key, check_nonneg, check_orthogonal,
                            check_positive)
 from slr.predictors import attention_erf
-from slr.risk import _risk
+from slr.risk import closed_form
 
 __all__ = ["Trajectory", "pgd", "sgd", "manifold_map", "manifold_pgd", "fixed_points",
            "map_jacobian", "hessian_top_eigenvalue", "hessian_top_eigenvalue_overlaps",
@@ -221,7 +221,7 @@ def _project_step(k, v, gk, gv, alpha):
     return k / jnp.linalg.norm(k), v / jnp.linalg.norm(v)
 
 
-_grad5 = jax.grad(_risk, argnums=(0, 1, 2, 3, 4))
+_grad5 = jax.grad(closed_form, argnums=(0, 1, 2, 3, 4))
 
 
 def _closed_grads(k, v, ks, vs, lam, gamma, d, L, eps):
@@ -326,7 +326,7 @@ def _pgd_core(k0, v0, ks, vs, lam0, c, alpha, gamma, d, L, eps, log_every, rem, 
     # the excess risk at the logged points, from the logged overlaps (one copy of the closed form)
     lam = _lam_fn(fn, lam0, c, dt)(t_log.astype(dt))
     cast = lambda x: jnp.asarray(x, dt)
-    excess = _risk(*(o[..., i, :] for i in range(5)), lam, cast(gamma), cast(d), cast(L), cast(eps)) \
+    excess = closed_form(*(o[..., i, :] for i in range(5)), lam, cast(gamma), cast(d), cast(L), cast(eps)) \
         - jnp.square(cast(eps))
     return tuple(o[..., i, :] for i in range(5)) + (excess,)
 
@@ -492,7 +492,7 @@ def _sgd_core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_ev
     K, V = jax.vmap(run)(keys, k0, v0) if batched else run(keys, k0, v0)  # (..., T, d)
     lam = _lam_fn(fn, lam0, c, jnp.float64)(t_log.astype(jnp.float64))
     ov = (_dot(K, ks), _dot(V, vs), _dot(V, ks), _dot(K, vs), _dot(K, V))
-    closed = _risk(*ov, lam, gamma, float(ks.shape[0]), float(L), eps) - eps ** 2
+    closed = closed_form(*ov, lam, gamma, float(ks.shape[0]), float(L), eps) - eps ** 2
     # one fixed test batch shared by the repeats (Figure 5): one matmul per logged step
     Xt, yt, _ = _task.assemble(_task.draws(key_test, n_test, L=L, d=ks.shape[0]), ks[None], vs[None],
                                gamma=gamma, eps=eps)
@@ -616,7 +616,7 @@ def init_manifold(key, k_star, v_star, R):
 
 def _on_m_grads(kappa, nu, lam, gamma, d, L, eps):
     z = jnp.zeros_like(kappa)
-    g = jax.grad(_risk, argnums=(0, 1))
+    g = jax.grad(closed_form, argnums=(0, 1))
     return jnp.vectorize(lambda a, b: g(a, b, 0.0 * a, 0.0 * a, 0.0 * a, lam, gamma, d, L, eps))(
         kappa + z, nu + z)
 
@@ -709,7 +709,7 @@ def fixed_points(*, lam, gamma, d, L, eps=0.0):
     check_positive("lam", lam)
     _check_common(gamma=gamma, L=L, eps=eps, d=d)
     d = float(d)
-    f = lambda x: _risk(jnp.cos(x[0]), jnp.cos(x[1]), 0.0, 0.0, 0.0, lam, gamma, d, L, eps)
+    f = lambda x: closed_form(jnp.cos(x[0]), jnp.cos(x[1]), 0.0, 0.0, 0.0, lam, gamma, d, L, eps)
     hess = jax.jit(jax.hessian(f))
     out = []
     for ka, nu in ((0.0, 0.0), (1.0, 1.0), (-1.0, -1.0), (1.0, -1.0), (-1.0, 1.0)):
@@ -748,7 +748,7 @@ def _hess_top(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps):
 
     def f(x):
         a, b = x[:n], x[n:]
-        return _risk(a @ ks, b @ vs, b @ ks, a @ vs, a @ b, lam, gamma, d, L, eps)
+        return closed_form(a @ ks, b @ vs, b @ ks, a @ vs, a @ b, lam, gamma, d, L, eps)
 
     x = jnp.concatenate([k, v])
     g = jax.grad(f)(x)

@@ -24,7 +24,7 @@ from slr._validate import (check_int, check_interval, check_key, check_nonneg, c
                            check_positive, check_unit, is_traced)
 
 __all__ = ["overlaps", "risk", "risk_at", "oracle_risk", "excess_risk", "null_risk", "linear_risk",
-           "linear_weights", "monte_carlo_risk"]
+           "linear_weights", "monte_carlo_risk", "closed_form"]
 
 
 def _as_float_array(name, val, accepted):
@@ -63,8 +63,9 @@ def overlaps(k, v, k_star, v_star):
     return dot(k, k_star), dot(v, v_star), dot(v, k_star), dot(k, v_star), dot(k, v)
 
 
-def _risk(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps):
-    """Proposition 15, compact form (MATH.md section 3); no validation, differentiable."""
+def closed_form(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps):
+    """Proposition 15, compact form: the traceable kernel of :func:`risk` (positional arguments, no
+    validation, differentiable; :func:`risk` is the checked entry point)."""
     r = jnp.sqrt(d / 2.0)
     b = lam * gamma
     a = lam * r * kappa
@@ -96,7 +97,7 @@ def risk(kappa, nu, theta, eta, rho, *, lam, gamma, d, L, eps=0.0):
     kappa, nu, theta, eta, rho, lam, gamma, d, L, eps = (
         jnp.asarray(x) if isinstance(x, (list, tuple)) else x
         for x in (kappa, nu, theta, eta, rho, lam, gamma, d, L, eps))
-    return _risk(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps)
+    return closed_form(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps)
 
 
 def risk_at(k, v, k_star, v_star, *, lam, gamma, L, eps=0.0):

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from slr import dynamics as D
 from slr import task
-from slr.risk import _risk, risk
+from slr.risk import closed_form, risk
 
 GAMMA = math.sqrt(0.5)
 SETTING = dict(gamma=GAMMA, L=10)
@@ -53,7 +53,7 @@ def test_pgd_step_matches_definition_1(oracle400):
     ks, vs = oracle400
     K0, V0 = D.init_sphere(jax.random.key(3), 400, 3)
     k0, v0 = K0[0], V0[0]
-    f = lambda k, v: _risk(k @ ks, v @ vs, v @ ks, k @ vs, k @ v, 0.3, GAMMA, 400.0, 10, 0.0)
+    f = lambda k, v: closed_form(k @ ks, v @ vs, v @ ks, k @ vs, k @ v, 0.3, GAMMA, 400.0, 10, 0.0)
     gk, gv = jax.grad(f, argnums=(0, 1))(k0, v0)
     k1 = k0 - 0.01 * (gk - (k0 @ gk) * k0)
     v1 = v0 - 0.01 * (gv - (v0 @ gv) * v0)
@@ -68,9 +68,9 @@ def test_risk_gradient_finite_differences():
     """jax.grad of the closed form (Prop. 15) against central finite differences."""
     x = np.array([0.3, -0.5, 0.2, -0.1, 0.25])
     kw = (0.7, GAMMA, 400.0, 10, 0.1)
-    g = np.asarray(jax.grad(lambda z: _risk(*z, *kw))(jnp.asarray(x)))
+    g = np.asarray(jax.grad(lambda z: closed_form(*z, *kw))(jnp.asarray(x)))
     h = 1e-6
-    fd = [(float(_risk(*(x + h * e), *kw)) - float(_risk(*(x - h * e), *kw))) / (2 * h) for e in np.eye(5)]
+    fd = [(float(closed_form(*(x + h * e), *kw)) - float(closed_form(*(x - h * e), *kw))) / (2 * h) for e in np.eye(5)]
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
 
 
@@ -162,7 +162,7 @@ def test_hessian_top_eigenvalue():
     k = np.array([0.6, 0.1, 0.5, 0.3, -0.2, 0.0]); k = k / np.linalg.norm(k)
     v = np.array([0.2, -0.4, 0.1, 0.5, 0.3, 0.4]); v = v / np.linalg.norm(v)
     top = float(D.hessian_top_eigenvalue(k, v, ks, vs, lam=1.0, L=10, gamma=GAMMA))
-    f = jax.jit(lambda a, b: _risk(a @ ks, b @ vs, b @ ks, a @ vs, a @ b, 1.0, GAMMA, 6.0, 10, 0.0))
+    f = jax.jit(lambda a, b: closed_form(a @ ks, b @ vs, b @ ks, a @ vs, a @ b, 1.0, GAMMA, 6.0, 10, 0.0))
     basis = lambda x: np.linalg.svd(x[None, :])[2][1:]
     T = [(e, np.zeros(6)) for e in basis(k)] + [(np.zeros(6), e) for e in basis(v)]
 
