@@ -1,0 +1,106 @@
+"""The claims helper: a true claim passes, a false one raises, a control that passes fails the claim."""
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from slr import claims
+
+
+@pytest.fixture(autouse=True)
+def claims_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLR_CLAIMS_DIR", str(tmp_path))
+    claims.start("unit")
+    return tmp_path
+
+
+def square_close_to_four(**kw):
+    id = kw.pop("id", "square")
+    base = dict(measure=lambda x: x * x, on=2.0, control=3.0, control_note="x = 3 instead of 2",
+                test=claims.close(4.0, atol=1e-12), method="exact")
+    base.update(kw)
+    return claims.check(id, "2 squared is 4.", **base)
+
+
+def test_true_claim_passes_and_is_recorded(claims_tmp):
+    c = square_close_to_four(supports="thm-1", error_rate="none: exact arithmetic")
+    assert c.ok and c.value == 4.0 and c.control_value == 9.0
+    rec = json.loads((claims_tmp / "unit.json").read_text())
+    assert [r["id"] for r in rec] == ["square"] and rec[0]["supports"] == ["thm-1"]
+    assert claims.load(claims_tmp)[0].control_note == "x = 3 instead of 2"
+
+
+def test_false_claim_raises_and_is_recorded_as_failing(claims_tmp):
+    with pytest.raises(claims.ClaimError, match="does not hold"):
+        square_close_to_four(on=2.1)
+    assert claims.load(claims_tmp)[0].holds is False
+
+
+def test_a_control_that_passes_fails_the_claim():
+    with pytest.raises(claims.ClaimError, match="cannot fail"):
+        square_close_to_four(control=-2.0)  # (-2)^2 = 4: this control cannot show anything
+
+
+def test_nan_never_passes():
+    for t in (claims.below(1.0), claims.above(0.0), claims.abs_below(3.0), claims.between(0, 1)):
+        assert not t(np.nan) and not t([0.5, np.inf])
+
+
+def test_arrays_pass_only_when_every_entry_passes():
+    assert claims.abs_below(4)([-3.9, 0.0, 3.9]) and not claims.abs_below(4)([0.0, 4.0])
+    assert claims.close([1.0, 2.0], rtol=1e-9)([1.0, 2.0]) and not claims.close([1.0, 2.0], rtol=1e-9)([1.0, 2.1])
+
+
+def test_keyword_and_tuple_arguments():
+    c = claims.check("kw", "a - b is 1.", measure=lambda a, b: a - b, on=dict(a=3, b=2), control=(2, 2),
+                     control_note="a = b", test=claims.close(1, atol=0.5), method="exact")
+    assert c.value == 1 and c.control_value == 0
+
+
+def test_misuse_is_refused():
+    with pytest.raises(ValueError, match="unique"):
+        square_close_to_four(id="twice")
+        square_close_to_four(id="twice")
+    with pytest.raises(ValueError, match="id"):
+        square_close_to_four(id="Bad Id")
+    with pytest.raises(ValueError, match="test"):
+        square_close_to_four(id="t2", test=lambda v: True)
+    with pytest.raises(ValueError, match="control_note"):
+        square_close_to_four(id="t3", control_note=" ")
+    with pytest.raises(ValueError, match="atol"):
+        claims.close(1.0)
+    with pytest.raises(ValueError, match="lo"):
+        claims.between(2, 1)
+
+
+def test_start_resets_the_chapter(claims_tmp):
+    square_close_to_four()
+    claims.start("unit")
+    assert claims.load(claims_tmp) == []
+    square_close_to_four()  # the same id is allowed again after a restart
+
+
+def test_check_before_start_is_refused(monkeypatch):
+    monkeypatch.setitem(claims._state, "chapter", None)
+    with pytest.raises(ValueError, match="start"):
+        square_close_to_four()
+
+
+def test_wilson_interval_known_values():
+    # 0 of 10: the upper end is z^2 / (n + z^2) = 3.8415 / 13.8415
+    lo, hi = claims.wilson(0, 10)
+    assert lo == 0.0 and math.isclose(hi, 1.959963984540054**2 / (10 + 1.959963984540054**2), rel_tol=1e-12)
+    lo, hi = claims.wilson(5, 10)
+    assert math.isclose(lo + hi, 1.0, rel_tol=1e-12) and 0.23 < lo < 0.24
+    with pytest.raises(ValueError, match="k"):
+        claims.wilson(11, 10)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 200), st.integers(1, 200))
+def test_wilson_contains_the_proportion(k, n):
+    k = min(k, n)
+    lo, hi = claims.wilson(k, n)
+    assert 0.0 <= lo <= k / n <= hi <= 1.0
