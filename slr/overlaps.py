@@ -63,11 +63,13 @@ def frame_vectors(kappa, nu, theta, eta, rho, *, dim: int = 4):
     G of (k*, v*, k, v)) have Gram matrix G; rows k, v are renormalised against round-off. Works for any
     realisable overlaps, degenerate ones included (e.g. the corner k = k*, v = v*); coordinates beyond
     the fourth are zero (``dim = 5`` leaves one direction orthogonal to all four, as the Riemannian
-    Hessian needs). Overlaps that no unit vectors realise (an indefinite G) are not detected.
+    Hessian needs). Overlaps within 1e-9 outside [-1, 1] (round-off) are clipped; overlaps that no
+    unit vectors realise (an indefinite G) are not detected.
     """
     for name, val in zip(NAMES, (kappa, nu, theta, eta, rho)):
-        check_interval(name, val, -1.0, 1.0)
+        check_interval(name, val, -1.0, 1.0, atol=1e-9)  # overlaps of unit vectors: allow round-off
     dim = check_int("dim", dim, lo=4)
-    args = jnp.broadcast_arrays(*(jnp.asarray(x, jnp.float64) for x in (kappa, nu, theta, eta, rho)))
+    args = jnp.broadcast_arrays(*(jnp.clip(jnp.asarray(x, jnp.float64), -1.0, 1.0)
+                                  for x in (kappa, nu, theta, eta, rho)))
     fn = jnp.vectorize(lambda *o: gram_vectors(*o, dim), signature="(),(),(),(),()->(n),(n),(n),(n)")
     return fn(*args)

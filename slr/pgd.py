@@ -225,7 +225,7 @@ def pgd_overlaps(overlaps0, *, lam0, alpha, d, steps, gamma, L, log_every, c=0.0
     for name, x in zip(NAMES, o0):
         if x.ndim != 1 or x.shape != (n,):
             raise ValueError(f"overlaps0 arrays must share one shape (N,), got {name} of shape {x.shape}")
-        check_interval(name, x, -1.0, 1.0)
+        check_interval(name, x, -1.0, 1.0, atol=1e-9)
     ks, vs, k0, v0 = frame_vectors(*o0)
     per = [check_per_run("lam0", lam0, n), check_per_run("c", c, n, strict=False),
            check_per_run("alpha", alpha, n), check_per_run("d", d, n, lo=1.0, strict=False)]
