@@ -152,18 +152,11 @@ def check_lam(lam, steps: int):
 
 def check_run(*, alpha=None, steps=None, gamma=None, L=None, eps=None, log_every=None, d=None):
     """The scalar arguments of a PGD/SGD run (each checked only when given)."""
-    if alpha is not None:
-        check_positive("alpha", alpha)
-    if steps is not None:
-        check_int("steps", steps, lo=1)
-    if gamma is not None:
-        check_positive("gamma", gamma)
-    if L is not None:
-        check_int("L", L, lo=1)
-    if eps is not None:
-        check_nonneg("eps", eps)
-    if log_every is not None:
-        check_int("log_every", log_every, lo=1)
+    checks = (("alpha", alpha, check_positive), ("gamma", gamma, check_positive), ("eps", eps, check_nonneg),
+              ("steps", steps, check_int), ("L", L, check_int), ("log_every", log_every, check_int))
+    for name, value, check in checks:
+        if value is not None:
+            check(name, value)  # check_int: lo = 1
     if d is not None:
         check_positive("d", d)
         if float(d) < 1:

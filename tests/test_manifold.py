@@ -15,13 +15,8 @@ GAMMA = math.sqrt(0.5)
 SETTING = dict(gamma=GAMMA, L=10)
 
 
-@pytest.fixture(scope="module")
-def oracle400():
-    return task.sample_oracle(jax.random.key(0), 400)
-
-
-def test_lemma7_map_reproduces_pgd_on_m(oracle400):
-    ks, vs = oracle400
+def test_lemma7_map_reproduces_pgd_on_m():
+    ks, vs = task.sample_oracle(jax.random.key(0), 400)
     k0, v0 = P.init_manifold(jax.random.key(6), ks, vs, 3)
     kw = dict(lam=0.1, alpha=4e-3, steps=5000, log_every=125, **SETTING)
     tr = P.pgd(k0, v0, ks, vs, **kw)
