@@ -5,7 +5,7 @@
 
 The cache is bypassed (every figure is computed). Prints, per figure, the wall time and the final
 median [2.5%, 97.5%] over repeats of |kappa|, |nu|, the excess risk and the distance to M, and checks
-the expectations of EXPERIMENTS.md.
+the expectations the paper states for Figures 4(a), 4(b) and 5 (Section 5).
 """
 from __future__ import annotations
 

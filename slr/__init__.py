@@ -6,15 +6,18 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.task`        the data distribution SLR(k_star, v_star) (Section 2.1) and its multi-location cousin
 - :mod:`slr.predictors`  the oracle argmax (Eq. 1), softmax (Eq. 2) and erf (Eq. 3) predictors
 - :mod:`slr.gaussian`    Gaussian-erf identities: phi, zeta (Owen's T) and their derivatives (Lemma 18)
+- :mod:`slr.overlaps`    the five overlaps (Section 3), distance to M, the 4-D frame, vectors with given overlaps
 - :mod:`slr.risk`        closed-form risks: Prop. 15, Theorem 1, Prop. 3; Monte Carlo risk
-- :mod:`slr.dynamics`    projected gradient descent (Definition 1), exact and stochastic
+- :mod:`slr.pgd`         exact projected gradient descent (Definition 1), batched over starts and per-run parameters
+- :mod:`slr.sgd`         stochastic PGD on fresh mini-batches, with the exact-in-law reduced sampler (Figure 5)
+- :mod:`slr.manifold`    the map on M (Lemma 7), fixed points (Props. 9-10), Jacobian (Prop. 12), Hessian, step-size bound
 - :mod:`slr.experiments` the paper's figures as named frozen configurations
 - :mod:`slr.probe`       the [CLS] probing experiment of Section 2.2 (Figure 1(b)): sentences, encoder, probes
 - :mod:`slr.transformer` a Transformer layer with a register token (Appendix E.3, Figures 8 and 10)
 - :mod:`slr.multihead`   the multi-head simplified predictor (Eq. 31) and its stochastic PGD (Figure 9)
 - :mod:`slr.activations` other attention activations (softmax, sigmoid, ReLU, linear) and their training
 - :mod:`slr.icl`         in-context linear regression and one-layer linear self-attention
-- :mod:`slr.open_questions` vectorised sweeps for the open-questions chapter
+- :mod:`slr.open_questions` helpers of the open-questions chapter (uniform-start overlaps, two-head sweeps)
 - :mod:`slr.cache`       on-disk memoisation of expensive results, keyed by configuration and code
 - :mod:`slr.plotting`    the book's house style
 

@@ -14,6 +14,8 @@ from jax.core import Tracer
 __all__ = [
     "check_int", "check_positive", "check_nonneg", "check_interval", "check_unit",
     "check_orthogonal", "check_key", "is_traced",
+    "check_lam", "check_run", "check_unit_rows", "check_oracle", "check_vectors", "check_float_dtype",
+    "check_per_run",
 ]
 
 
@@ -121,3 +123,104 @@ def check_key(name: str, key):
     if arr.shape != (2,) or arr.dtype != np.uint32:
         raise ValueError(f"{name} must be a JAX PRNG key (jax.random.key(seed) or PRNGKey(seed)), got {key!r}")
     return key
+
+
+# ----------------------------------------------------------------------------------------------
+# checks shared by the dynamics modules (pgd, sgd, manifold)
+
+
+def check_lam(lam, steps: int):
+    """lam: a float > 0, or a traceable callable step -> lam positive and finite on 0..steps."""
+    if callable(lam):
+        import jax.numpy as jnp
+
+        t = np.arange(steps + 1, dtype=float)
+        try:
+            vals = np.asarray(lam(jnp.asarray(t)), dtype=float)
+        except Exception as exc:  # noqa: BLE001 - report any failure of the user's schedule
+            raise ValueError(f"lam must be a float > 0 or a traceable callable step -> lam, calling it "
+                             f"on an array of steps failed: {exc}") from None
+        vals = np.broadcast_to(vals, t.shape)
+        bad = ~(np.isfinite(vals) & (vals > 0))
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            raise ValueError(f"lam(t) must be > 0 and finite for t in [0, {steps}], got lam({i}) = {vals[i]!r}")
+        return lam
+    check_positive("lam", lam)
+    return float(lam)
+
+
+def check_run(*, alpha=None, steps=None, gamma=None, L=None, eps=None, log_every=None, d=None):
+    """The scalar arguments of a PGD/SGD run (each checked only when given)."""
+    checks = (("alpha", alpha, check_positive), ("gamma", gamma, check_positive), ("eps", eps, check_nonneg),
+              ("steps", steps, check_int), ("L", L, check_int), ("log_every", log_every, check_int))
+    for name, value, check in checks:
+        if value is not None:
+            check(name, value)  # check_int: lo = 1
+    if d is not None:
+        check_positive("d", d)
+        if float(d) < 1:
+            raise ValueError(f"d must be >= 1, got {d!r}")
+
+
+def check_unit_rows(name: str, x, d: int | None = None, tol: float = 1e-6):
+    """A finite array of shape (d,) or (R, d) whose rows have unit norm; returned as a NumPy array."""
+    arr = np.asarray(x, dtype=float)
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"{name} must have shape (d,) or (R, d), got shape {arr.shape}")
+    if d is not None and arr.shape[-1] != d:
+        raise ValueError(f"{name} must have length d={d} (the length of k_star), got {arr.shape[-1]}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite")
+    norms = np.linalg.norm(arr, axis=-1)
+    if np.any(np.abs(norms - 1.0) > tol):
+        bad = norms.ravel()[np.argmax(np.abs(norms - 1.0).ravel())]
+        raise ValueError(f"{name} must have unit norm (|norm - 1| <= {tol}), got norm {bad!r}")
+    return arr
+
+
+def check_oracle(k_star, v_star):
+    """Orthonormal vectors k_star, v_star of shape (d,): returns (k_star, v_star, d) as NumPy."""
+    ks = np.asarray(k_star, dtype=float)
+    if ks.ndim != 1:
+        raise ValueError(f"k_star must be a vector of shape (d,), got shape {ks.shape}")
+    d = ks.shape[0]
+    check_unit_rows("k_star", ks)
+    vs = check_unit_rows("v_star", v_star, d)
+    if vs.ndim != 1:
+        raise ValueError(f"v_star must be a vector of shape (d,), got shape {vs.shape}")
+    check_orthogonal("k_star", ks, "v_star", vs)
+    return ks, vs, d
+
+
+def check_vectors(k0, v0, k_star, v_star):
+    """Unit k0, v0 of shape (d,) or (R, d) and an orthonormal oracle: (k0, v0, k_star, v_star, d)."""
+    ks, vs, d = check_oracle(k_star, v_star)
+    k0 = check_unit_rows("k0", k0, d)
+    v0 = check_unit_rows("v0", v0, d)
+    if k0.shape != v0.shape:
+        raise ValueError(f"k0 and v0 must have the same shape, got {k0.shape} and {v0.shape}")
+    return k0, v0, ks, vs, d
+
+
+def check_float_dtype(dtype):
+    """jnp.float32 or jnp.float64, returned as a jnp.dtype."""
+    import jax.numpy as jnp
+
+    dt = jnp.dtype(dtype)
+    if dt not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
+        raise ValueError(f"dtype must be jnp.float32 or jnp.float64, got {dtype!r}")
+    return dt
+
+
+def check_per_run(name: str, value, n: int, *, lo: float = 0.0, strict: bool = True):
+    """A scalar or an array broadcasting to shape (n,), every entry finite and > lo (>= lo when
+    ``strict`` is False); returned as a NumPy array of shape (n,)."""
+    try:
+        arr = np.broadcast_to(np.asarray(value, dtype=float), (n,))
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a scalar or an array of shape ({n},), got {value!r}") from None
+    bad = ~np.isfinite(arr) | ((arr <= lo) if strict else (arr < lo))
+    if np.any(bad):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {lo} and finite, got {arr[np.argmax(bad)]!r}")
+    return np.array(arr)

@@ -1,6 +1,6 @@
 """The paper's Section 5 / Appendix E.2 experiments as named, frozen configurations.
 
-Each figure is one :class:`Config` (parameters from the paper, EXPERIMENTS.md):
+Each figure is one :class:`Config` (parameters from the paper: Section 5 and Appendix E.2):
 
 | name  | init     | d   | lam_t               | alpha | steps  | batch | eps |
 |-------|----------|-----|---------------------|-------|--------|-------|-----|
@@ -26,7 +26,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from slr import cache, dynamics, task
+from slr import cache, pgd, sgd, task
 from slr._validate import check_int
 
 __all__ = ["Config", "CONFIGS", "run", "config"]
@@ -36,8 +36,8 @@ __all__ = ["Config", "CONFIGS", "run", "config"]
 class Config:
     """One PGD experiment. ``lam_t = lam0 / (1 + lam_decay * t)`` (lam_decay = 0: constant).
 
-    ``batch=None`` means exact gradients of the closed-form risk (:func:`slr.dynamics.pgd`); an integer
-    means stochastic PGD on fresh mini-batches of that size (:func:`slr.dynamics.sgd`), with the excess
+    ``batch=None`` means exact gradients of the closed-form risk (:func:`slr.pgd.pgd`); an integer
+    means stochastic PGD on fresh mini-batches of that size (:func:`slr.sgd.sgd`), with the excess
     risk estimated on ``n_test`` fixed test samples. ``gamma2`` is the paper's gamma^2 (a variance).
     ``dtype`` is "float64" or "float32"; ``reduced`` selects the exact 4-D simulation (exact PGD only;
     for the float32 Lemma 4 comparison use ``run("fig4b", dtype="float32", reduced=False)``).
@@ -67,9 +67,9 @@ class Config:
         return math.sqrt(self.gamma2)
 
     def lam(self):
-        """The schedule lam_t = lam0 / (1 + lam_decay t), as a :class:`slr.dynamics.InverseTime`
+        """The schedule lam_t = lam0 / (1 + lam_decay t), as a :class:`slr.pgd.InverseTime`
         (a callable step -> lam_t whose numbers are traced, so all figures share one compilation)."""
-        return dynamics.InverseTime(float(self.lam0), float(self.lam_decay))
+        return pgd.InverseTime(float(self.lam0), float(self.lam_decay))
 
 
 CONFIGS = {
@@ -118,32 +118,32 @@ def config(name: str, **overrides) -> Config:
     return _validate(dataclasses.replace(CONFIGS[name], **overrides))
 
 
-def _compute(cfg: Config, seed: int) -> dynamics.Trajectory:
+def _compute(cfg: Config, seed: int) -> pgd.Trajectory:
     key = jax.random.key(seed)
     k_oracle, k_init, k_sgd = jax.random.split(key, 3)
     k_star, v_star = task.sample_oracle(k_oracle, cfg.d)
     if cfg.init == "sphere":
-        k0, v0 = dynamics.init_sphere(k_init, cfg.d, cfg.repeats)
+        k0, v0 = pgd.init_sphere(k_init, cfg.d, cfg.repeats)
     else:
-        k0, v0 = dynamics.init_manifold(k_init, k_star, v_star, cfg.repeats)
+        k0, v0 = pgd.init_manifold(k_init, k_star, v_star, cfg.repeats)
     common = dict(lam=cfg.lam(), alpha=cfg.alpha, steps=cfg.steps, gamma=cfg.gamma, L=cfg.L,
                   eps=cfg.eps, log_every=cfg.log_every)
     if cfg.batch is None:
-        return dynamics.pgd(k0, v0, k_star, v_star, reduced=cfg.reduced,
-                            dtype=jnp.dtype(cfg.dtype), **common)
-    return dynamics.sgd(k_sgd, k0, v0, k_star, v_star, batch=cfg.batch, n_test=cfg.n_test, **common)
+        return pgd.pgd(k0, v0, k_star, v_star, reduced=cfg.reduced,
+                       dtype=jnp.dtype(cfg.dtype), **common)
+    return sgd.sgd(k_sgd, k0, v0, k_star, v_star, batch=cfg.batch, n_test=cfg.n_test, **common)
 
 
-def run(name: str, seed: int = 0, **overrides) -> dynamics.Trajectory:
+def run(name: str, seed: int = 0, **overrides) -> pgd.Trajectory:
     """Run the experiment of figure ``name`` ("fig4a", "fig4b", "fig5", "fig7a", "fig7b") at the
     paper's full scale, with any field of :class:`Config` overridden, memoised with
     :func:`slr.cache.memoize` (keyed by the figure, the full configuration, the seed and the code).
 
-    Set ``SLR_CACHE=0`` to bypass the cache. Returns a :class:`slr.dynamics.Trajectory` with arrays
+    Set ``SLR_CACHE=0`` to bypass the cache. Returns a :class:`slr.pgd.Trajectory` with arrays
     of shape (repeats, T).
     """
     seed = check_int("seed", seed, lo=0)
     cfg = config(name, **overrides)
     key_cfg = dict(dataclasses.asdict(cfg), seed=seed)
     data = cache.memoize(f"dynamics-{name}", key_cfg, lambda: _compute(cfg, seed).to_dict())
-    return dynamics.Trajectory.from_dict(data)
+    return pgd.Trajectory.from_dict(data)

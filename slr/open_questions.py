@@ -1,13 +1,7 @@
 """Vectorised helpers for the paper's open questions (chapter ``book/beyond_open_questions.ipynb``).
 
 - :func:`sphere_overlaps`: the five overlaps (kappa, nu, theta, eta, rho) of R uniform starts on the
-  sphere against a sampled oracle, and :func:`dist_manifold` = sqrt(theta^2 + eta^2 + rho^2).
-- :func:`frame_vectors`: 4-D unit vectors k, v with given overlaps against k* = e1, v* = e2 (the exact
-  4-D reduction of MATH.md section 6, built from the overlaps instead of a QR of the d-dim vectors).
-- :func:`pgd_sweep`: PGD (Definition 1) on the closed-form risk (Proposition 15) for N runs at once,
-  each with its own start, inverse-temperature schedule lam0 / (1 + c t), step size alpha *and*
-  dimension d (all traced: one compiled program for a whole sweep). Same iterates as
-  :func:`slr.dynamics.pgd` (which vmaps only over starts), checked in ``tests/test_open_questions.py``.
+  sphere against a sampled oracle (the starts of sweeps run by :func:`slr.pgd.pgd_overlaps`).
 - :func:`oracle_at_angle`: two-location oracles (Eq. 30, H = 2) whose key (or value) directions make an
   angle phi; :func:`train_multihead`: stochastic PGD on the two-head predictor (Eq. 31, via
   :func:`slr.multihead.predict`) with one oracle per run, so several angles train in one vmap;
@@ -24,12 +18,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from slr import task
-from slr._validate import check_int, check_interval, check_key, check_positive
-from slr.dynamics import init_sphere
-from slr.risk import risk
+from slr._validate import check_int, check_interval, check_key
+from slr.pgd import init_sphere
 
-__all__ = ["sphere_overlaps", "dist_manifold", "frame_vectors", "pgd_sweep", "oracle_at_angle",
-           "train_multihead", "separation"]
+__all__ = ["sphere_overlaps", "oracle_at_angle", "train_multihead", "separation"]
 
 
 def sphere_overlaps(key, d: int, R: int):
@@ -42,103 +34,6 @@ def sphere_overlaps(key, d: int, R: int):
     ks, vs = task.sample_oracle(k_or, d)
     k0, v0 = init_sphere(k_init, d, R)
     return (k0 @ ks, v0 @ vs, v0 @ ks, k0 @ vs, jnp.sum(k0 * v0, axis=-1))
-
-
-def dist_manifold(theta, eta, rho):
-    """Distance to M = {theta = eta = rho = 0}: sqrt(theta^2 + eta^2 + rho^2) (broadcasts)."""
-    return jnp.sqrt(jnp.square(theta) + jnp.square(eta) + jnp.square(rho))
-
-
-def frame_vectors(kappa, nu, theta, eta, rho):
-    """Unit vectors k, v in R^4 (shape (..., 4)) with k.e1 = kappa, v.e2 = nu, v.e1 = theta,
-    k.e2 = eta, k.v = rho: a Cholesky-type construction of the Gram matrix of (k*, v*, k, v), with
-    k* = e1, v* = e2. Needs the overlaps of unit vectors in general position (|Gram| > 0)."""
-    kappa, nu, theta, eta, rho = (jnp.asarray(x, jnp.float64) for x in (kappa, nu, theta, eta, rho))
-    k3 = jnp.sqrt(1.0 - kappa ** 2 - eta ** 2)
-    v3 = (rho - kappa * theta - eta * nu) / k3
-    v4 = jnp.sqrt(jnp.clip(1.0 - theta ** 2 - nu ** 2 - v3 ** 2, 0.0))
-    z = jnp.zeros_like(k3)
-    k = jnp.stack([kappa, eta, k3, z], axis=-1)
-    v = jnp.stack([theta, nu, v3, v4], axis=-1)
-    return k, v
-
-
-_grad5 = jax.grad(lambda o, lam, gamma, d, L: risk(*o, lam=lam, gamma=gamma, d=d, L=L))
-
-
-def _step(k, v, lam, alpha, gamma, d, L):
-    o = (k[0], v[1], v[0], k[1], k @ v)
-    gka, gnu, gth, get, grh = _grad5(o, lam, gamma, d, L)
-    e1, e2 = jnp.eye(4)[0], jnp.eye(4)[1]
-    gk = gka * e1 + get * e2 + grh * v
-    gv = gnu * e2 + gth * e1 + grh * k
-    gk = gk - (k @ gk) * k
-    gv = gv - (v @ gv) * v
-    k, v = k - alpha * gk, v - alpha * gv
-    return k / jnp.linalg.norm(k), v / jnp.linalg.norm(v)
-
-
-@partial(jax.jit, static_argnames=("n_logs", "log_every", "L"))
-def _sweep(k, v, lam0, c, alpha, d, gamma, *, n_logs, log_every, L):
-    def one(k, v, lam0, c, alpha, d):
-        def chunk(kv, i):
-            def body(j, kv):
-                t = (i * log_every + j).astype(jnp.float64)
-                return _step(*kv, lam0 / (1.0 + c * t), alpha, gamma, d, L)
-            kv = jax.lax.fori_loop(0, log_every, body, kv)
-            return kv, jnp.stack([kv[0][0], kv[1][1], kv[1][0], kv[0][1], kv[0] @ kv[1]])
-        _, logs = jax.lax.scan(chunk, (k, v), jnp.arange(n_logs))
-        return logs.T  # (5, n_logs)
-    return jax.vmap(one)(k, v, lam0, c, alpha, d)
-
-
-def pgd_sweep(overlaps0, *, lam0, c, alpha, d, steps: int, gamma: float, L: int, log_every: int):
-    """PGD (Definition 1) on the closed-form risk R_lam (Proposition 15) for N runs in one program.
-
-    Args:
-        overlaps0: the five initial overlaps (kappa, nu, theta, eta, rho), arrays of shape (N,).
-        lam0, c, alpha, d: per-run schedule lam_t = lam0 / (1 + c t), step size and dimension: scalars
-            or arrays of shape (N,) (broadcast). d enters the risk only through sqrt(d/2).
-        steps: a multiple of ``log_every``. gamma: std of the informative token. L: number of tokens.
-
-    Returns:
-        dict of NumPy arrays: ``step`` (T,), ``kappa``, ``nu``, ``theta``, ``eta``, ``rho`` and
-        ``excess_risk`` (R_{lam_t} at the logged steps), each (N, T), step 0 included.
-    """
-    steps = check_int("steps", steps)
-    log_every = check_int("log_every", log_every)
-    if steps % log_every:
-        raise ValueError(f"steps must be a multiple of log_every, got steps={steps}, log_every={log_every}")
-    check_positive("gamma", gamma)
-    L = check_int("L", L)
-    o0 = [np.atleast_1d(np.asarray(x, dtype=float)) for x in overlaps0]
-    if len(o0) != 5:
-        raise ValueError(f"overlaps0 must hold 5 arrays (kappa, nu, theta, eta, rho), got {len(o0)}")
-    N = o0[0].shape[0]
-    for name, x in zip(("kappa", "nu", "theta", "eta", "rho"), o0):
-        if x.shape != (N,):
-            raise ValueError(f"overlaps0 arrays must share the shape (N,), got {name} of shape {x.shape}")
-        check_interval(name, x, -1.0, 1.0)
-    params = {}
-    for name, val in (("lam0", lam0), ("alpha", alpha), ("d", d), ("c", c)):
-        arr = np.broadcast_to(np.asarray(val, dtype=float), (N,))
-        bad = ~np.isfinite(arr) | ((arr < 0) if name == "c" else (arr <= 0))
-        if np.any(bad):
-            raise ValueError(f"{name} must be {'>= 0' if name == 'c' else '> 0'} and finite, got "
-                             f"{arr[np.argmax(bad)]!r}")
-        params[name] = jnp.asarray(arr)
-    k, v = frame_vectors(*o0)
-    logs = _sweep(k, v, params["lam0"], params["c"], params["alpha"], params["d"], float(gamma),
-                  n_logs=steps // log_every, log_every=log_every, L=L)
-    logs = np.concatenate([np.stack(o0, axis=0).T[:, :, None], np.asarray(logs)], axis=-1)
-    t = np.arange(0, steps + 1, log_every, dtype=float)
-    lam = np.asarray(params["lam0"])[:, None] / (1.0 + np.asarray(params["c"])[:, None] * t)
-    ex = np.asarray(risk(*(jnp.clip(logs[:, i], -1.0, 1.0) for i in range(5)), lam=lam, gamma=gamma,
-                         d=np.asarray(params["d"])[:, None], L=L))
-    out = dict(zip(("kappa", "nu", "theta", "eta", "rho"), (logs[:, i] for i in range(5))))
-    out["excess_risk"] = ex
-    out["step"] = t.astype(np.int64)
-    return out
 
 
 # ----------------------------------------------------------------------------------------------

@@ -22,8 +22,9 @@ import numpy as np
 from slr import gaussian as G
 from slr._validate import (check_int, check_interval, check_key, check_nonneg, check_orthogonal,
                            check_positive, check_unit, is_traced)
+from slr.overlaps import overlaps  # noqa: F401  (risk_at; risk.overlaps kept importable for callers)
 
-__all__ = ["overlaps", "risk", "risk_at", "oracle_risk", "excess_risk", "null_risk", "linear_risk",
+__all__ = ["risk", "risk_at", "oracle_risk", "excess_risk", "null_risk", "linear_risk",
            "linear_weights", "monte_carlo_risk", "closed_form"]
 
 
@@ -54,13 +55,6 @@ def _check_common(lam, gamma, d, L, eps):
         if (not np.all(np.isfinite(farr)) or np.any(farr < 1) or np.any(farr != np.round(farr))
                 or np.asarray(L).dtype == bool):
             raise ValueError(f"L must be an integer >= 1, got {L!r}")
-
-
-def overlaps(k, v, k_star, v_star):
-    """The five scalars (kappa, nu, theta, eta, rho) = (k.k*, v.v*, v.k*, k.v*, k.v); vectors (..., d)."""
-    k, v, k_star, v_star = map(jnp.asarray, (k, v, k_star, v_star))
-    dot = lambda x, y: jnp.sum(x * y, axis=-1)
-    return dot(k, k_star), dot(v, v_star), dot(v, k_star), dot(k, v_star), dot(k, v)
 
 
 def closed_form(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps):

@@ -1,0 +1,84 @@
+"""Private loop engine of :mod:`slr.pgd`, :mod:`slr.sgd` and :mod:`slr.manifold`.
+
+:func:`run_chunks` runs ``steps`` iterations of a traceable step inside one ``jax.lax.scan`` over the
+logging chunks (logging after each chunk), unrolling the inner loop and, for stochastic steps, drawing
+the random numbers of ``block`` steps at once. :func:`schedule` and :func:`log_steps` give its static
+chunk count and the logged step numbers; :func:`lam_fn` turns an inverse-temperature schedule into a
+traceable ``t -> lam_t``.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["run_chunks", "schedule", "log_steps", "lam_fn"]
+
+
+def lam_fn(fn, lam0, c, dt):
+    """``t -> lam_t`` in dtype ``dt``: ``fn(t)`` for a user callable, else lam0 / (1 + c t) (traced)."""
+    if fn is None:
+        return lambda t: jnp.asarray(lam0 / (1.0 + c * t), dt)
+    return lambda t: jnp.asarray(fn(t), dt)
+
+
+def log_steps(steps, log_every):
+    """Logged steps: 0, log_every, 2 log_every, ..., and ``steps`` itself."""
+    s = list(range(0, steps + 1, log_every))
+    if s[-1] != steps:
+        s.append(steps)
+    return np.asarray(s, dtype=np.int64)
+
+
+def schedule(steps, log_every):
+    """(n_chunks, rem or None) for :func:`run_chunks`."""
+    n, r = divmod(steps, log_every)
+    return n, (r if r else None)
+
+
+def run_chunks(body, carry, log_fn, n_chunks, log_every, rem, unroll, noise=None, block=64):
+    """Run n_chunks * log_every + rem steps of ``body(carry, t) -> carry``, logging ``log_fn(carry)``
+    at step 0, after every chunk, and at the end when rem > 0 (``rem`` None: no remainder).
+    ``log_every`` and ``rem`` may be traced: only ``n_chunks`` (the number of logs) is static.
+
+    With ``noise`` (a function step -> pytree of that step's random draws), the body is
+    ``body(carry, t, noise(t))`` and the draws are made ``block`` steps at a time, vectorised over the
+    steps (one large random-number kernel instead of ``block`` small ones): the same numbers as drawing
+    them inside each step, since each step's draws depend only on its index."""
+    if noise is not None:
+        step = body
+        body = lambda cc, t: step(cc, t, noise(t))
+
+    def steps_from(t0, n, c):
+        """n steps from step t0; the loop body does ``unroll`` steps (n may be traced)."""
+        if noise is not None:
+            def blk(j, cc):
+                tb = t0 + j * block
+                nz = jax.vmap(noise)(tb + jnp.arange(block))
+                one = lambda u, c2: step(c2, tb + u, jax.tree_util.tree_map(lambda a: a[u], nz))
+                return jax.lax.fori_loop(0, block, one, cc, unroll=unroll)
+            q = n // block
+            c = jax.lax.fori_loop(0, q, blk, c)
+            return jax.lax.fori_loop(q * block, n, lambda j, cc: body(cc, t0 + j), c)
+
+        def many(j, cc):
+            for u in range(unroll):
+                cc = body(cc, t0 + j * unroll + u)
+            return cc
+        if isinstance(n, int):  # static trip count: let XLA see the unrolled loop
+            return jax.lax.fori_loop(0, n, lambda j, cc: body(cc, t0 + j), c, unroll=unroll)
+        q = n // unroll
+        c = jax.lax.fori_loop(0, q, many, c)
+        return jax.lax.fori_loop(q * unroll, n, lambda j, cc: body(cc, t0 + j), c)
+
+    def chunk(c, i):
+        return (c := steps_from(i * log_every, log_every, c)), log_fn(c)
+
+    first = log_fn(carry)
+    carry, logs = jax.lax.scan(chunk, carry, jnp.arange(n_chunks))
+    out = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, logs)
+    if rem is not None:
+        t0 = n_chunks * log_every
+        carry = steps_from(t0, rem, carry)
+        out = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b[None]]), out, log_fn(carry))
+    return out

@@ -1,0 +1,75 @@
+"""The five overlaps of Section 3 and the vectors that realise them.
+
+The risk R_lam(k, v) depends on (k, v) only through kappa = k.k*, nu = v.v*, theta = v.k*,
+eta = k.v*, rho = k.v (Proposition 15), and PGD keeps k, v in span{k0, v0, k*, v*} (its gradients
+are combinations of k*, v*, k, v: see :mod:`slr.pgd`). Hence:
+
+- :func:`overlaps`: the five scalars of vectors (k, v, k*, v*) (broadcast over leading axes);
+- :func:`dist_manifold`: the distance sqrt(theta^2 + eta^2 + rho^2) to M = {theta = eta = rho = 0};
+- :func:`frame`: an orthonormal frame Q (d, 4) of span{k*, v*, k0, v0} (exact reduction of PGD to R^4);
+- :func:`frame_vectors`: vectors (k*, v*, k, v) in R^dim (dim >= 4) with given overlaps, from a square
+  root of their Gram matrix. It is the one construction used both for PGD started from overlaps
+  (:func:`slr.pgd.pgd_overlaps`) and for the Riemannian Hessian in R^5 (:mod:`slr.manifold`).
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from slr._validate import check_int, check_interval
+
+__all__ = ["overlaps", "dist_manifold", "frame", "frame_vectors"]
+
+NAMES = ("kappa", "nu", "theta", "eta", "rho")
+
+
+def overlaps(k, v, k_star, v_star):
+    """The five scalars (kappa, nu, theta, eta, rho) = (k.k*, v.v*, v.k*, k.v*, k.v); vectors (..., d).
+    Traceable."""
+    k, v, k_star, v_star = map(jnp.asarray, (k, v, k_star, v_star))
+    dot = lambda x, y: jnp.sum(x * y, axis=-1)
+    return dot(k, k_star), dot(v, v_star), dot(v, k_star), dot(k, v_star), dot(k, v)
+
+
+def dist_manifold(theta, eta, rho):
+    """Distance to M = {theta = eta = rho = 0}: sqrt(theta^2 + eta^2 + rho^2) (broadcasts; traceable)."""
+    return jnp.sqrt(jnp.square(theta) + jnp.square(eta) + jnp.square(rho))
+
+
+def frame(k_star, v_star, k0, v0):
+    """Orthonormal Q (d, 4) with span{k*, v*, k0, v0} in its range (Householder QR: Q orthonormal even
+    when the four vectors are dependent, and then still spans them). Needs d >= 4; no checks."""
+    q, _ = jnp.linalg.qr(jnp.stack([k_star, v_star, k0, v0], axis=1))
+    return q
+
+
+def gram_vectors(kappa, nu, theta, eta, rho, dim):
+    """Traceable kernel of :func:`frame_vectors` (no checks; scalars, vmap it for arrays)."""
+    G = jnp.array([[1.0, 0.0, kappa, theta],
+                   [0.0, 1.0, eta, nu],
+                   [kappa, eta, 1.0, rho],
+                   [theta, nu, rho, 1.0]])
+    w, U = jnp.linalg.eigh(G)
+    B = U * jnp.sqrt(jnp.clip(w, 0.0))
+    if dim > 4:
+        B = jnp.concatenate([B, jnp.zeros((4, dim - 4))], axis=1)
+    return B[0], B[1], B[2] / jnp.linalg.norm(B[2]), B[3] / jnp.linalg.norm(B[3])
+
+
+def frame_vectors(kappa, nu, theta, eta, rho, *, dim: int = 4):
+    """Vectors k*, v*, k, v in R^dim, each of shape (..., dim), with k*.k* = v*.v* = 1, k*.v* = 0 and
+    the given overlaps (k.k*, v.v*, v.k*, k.v*, k.v) = (kappa, nu, theta, eta, rho).
+
+    Construction: the rows of B = U sqrt(W) (G = U W U^T the eigendecomposition of the 4x4 Gram matrix
+    G of (k*, v*, k, v)) have Gram matrix G; rows k, v are renormalised against round-off. Works for any
+    realisable overlaps, degenerate ones included (e.g. the corner k = k*, v = v*); coordinates beyond
+    the fourth are zero (``dim = 5`` leaves one direction orthogonal to all four, as the Riemannian
+    Hessian needs). Overlaps within 1e-9 outside [-1, 1] (round-off) are clipped; overlaps that no
+    unit vectors realise (an indefinite G) are not detected.
+    """
+    for name, val in zip(NAMES, (kappa, nu, theta, eta, rho)):
+        check_interval(name, val, -1.0, 1.0, atol=1e-9)  # overlaps of unit vectors: allow round-off
+    dim = check_int("dim", dim, lo=4)
+    args = jnp.broadcast_arrays(*(jnp.clip(jnp.asarray(x, jnp.float64), -1.0, 1.0)
+                                  for x in (kappa, nu, theta, eta, rho)))
+    fn = jnp.vectorize(lambda *o: gram_vectors(*o, dim), signature="(),(),(),(),()->(n),(n),(n),(n)")
+    return fn(*args)

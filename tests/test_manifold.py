@@ -1,0 +1,154 @@
+"""slr.manifold: the Lemma 7 map, fixed points (Props. 9-10), Jacobian (Prop. 12), Riemannian Hessian."""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from slr import task
+from slr import manifold as M, pgd as P
+from slr.risk import closed_form
+
+GAMMA = math.sqrt(0.5)
+SETTING = dict(gamma=GAMMA, L=10)
+
+
+def test_lemma7_map_reproduces_pgd_on_m():
+    ks, vs = task.sample_oracle(jax.random.key(0), 400)
+    k0, v0 = P.init_manifold(jax.random.key(6), ks, vs, 3)
+    kw = dict(lam=0.1, alpha=4e-3, steps=5000, log_every=125, **SETTING)
+    tr = P.pgd(k0, v0, ks, vs, **kw)
+    step, ka, nu = M.manifold_pgd(np.asarray(k0 @ ks), np.asarray(v0 @ vs), d=400, **kw)
+    np.testing.assert_array_equal(step, tr.step)
+    assert np.max(np.abs(ka - tr.kappa)) < 1e-12 and np.max(np.abs(nu - tr.nu)) < 1e-12
+    k1, n1 = M.manifold_map(0.2, -0.3, lam=0.1, alpha=4e-3, d=400, **SETTING)
+    km, vm = _on_m_point(ks, vs, 0.2, -0.3)
+    t1 = P.pgd(jnp.stack([km] * 3), jnp.stack([vm] * 3), ks, vs, lam=0.1, alpha=4e-3, steps=40, log_every=1,
+               **SETTING)
+    np.testing.assert_allclose([k1, n1], [t1.kappa[0, 1], t1.nu[0, 1]], atol=1e-15)
+
+
+def _on_m_point(ks, vs, kappa, nu):
+    frame = task.orthonormal_frame(jax.random.key(9), ks.shape[0], 4)
+    u = frame[2] - (frame[2] @ ks) * ks - (frame[2] @ vs) * vs
+    u = u / jnp.linalg.norm(u)
+    w = frame[3] - (frame[3] @ ks) * ks - (frame[3] @ vs) * vs - (frame[3] @ u) * u
+    w = w / jnp.linalg.norm(w)
+    return kappa * ks + math.sqrt(1 - kappa ** 2) * u, nu * vs + math.sqrt(1 - nu ** 2) * w
+
+
+def _on_m_hessian(kappa, nu, lam=0.1, d=400.0):
+    """Hessian of the risk on M in (kappa, nu), and its gradient, by jax (Lemma 6 = Prop. 15 on M)."""
+    f = lambda x: closed_form(x[0], x[1], 0.0, 0.0, 0.0, lam, GAMMA, d, 10, 0.0)
+    x = jnp.asarray([kappa, nu])
+    return np.asarray(jax.hessian(f)(x)), np.asarray(jax.grad(f)(x))
+
+
+def test_fixed_points_props_9_10():
+    fps = M.fixed_points(lam=0.1, d=400, **SETTING)
+    got = {(fp.kappa, fp.nu): fp for fp in fps}
+    assert set(got) == {(0.0, 0.0), (1.0, 1.0), (-1.0, -1.0), (1.0, -1.0), (-1.0, 1.0)}
+    assert got[(1.0, 1.0)].kind == got[(-1.0, -1.0)].kind == "minimum"
+    assert got[(1.0, -1.0)].kind == got[(-1.0, 1.0)].kind == "maximum"
+    assert got[(0.0, 0.0)].kind == "saddle"
+    # angle chart kappa = cos(phi), nu = cos(psi): d^2R/dphi^2 = R_kk sin^2 phi - R_k cos phi and
+    # d^2R/dphi dpsi = R_kn sin phi sin psi. At a corner (sin = 0, cos = s = +-1) the Hessian is
+    # diag(-s_k R_k, -s_n R_n); at (0, 0) (cos = 0, sin = 1) it is the (kappa, nu) Hessian itself.
+    for (ka, nu), fp in got.items():
+        H, g = _on_m_hessian(ka, nu)
+        want = H if ka == 0.0 else np.diag([-ka * g[0], -nu * g[1]])
+        np.testing.assert_allclose(fp.hessian_eigenvalues, np.linalg.eigvalsh(want), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(fp.risk, float(closed_form(ka, nu, 0.0, 0.0, 0.0, 0.1, GAMMA, 400.0, 10, 0.0)),
+                                   rtol=1e-14)
+    # they are fixed points of the map
+    for fp in fps:
+        k1, n1 = M.manifold_map(fp.kappa, fp.nu, lam=0.1, alpha=4e-3, d=400, **SETTING)
+        assert abs(k1 - fp.kappa) < 1e-15 and abs(n1 - fp.nu) < 1e-15
+
+
+def test_jacobian_at_saddle_prop_12():
+    """At (0, 0) the gradient vanishes, so differentiating the Lemma 7 map gives J = I - alpha H with H the
+    (kappa, nu) Hessian of the risk (the square-root factor contributes alpha^2 R_k R_kk = 0)."""
+    J = np.asarray(M.map_jacobian(0.0, 0.0, lam=0.1, alpha=4e-3, d=400, **SETTING))
+    H, g = _on_m_hessian(0.0, 0.0)
+    assert np.max(np.abs(g)) < 1e-15
+    np.testing.assert_allclose(J, np.eye(2) - 4e-3 * H, rtol=1e-12, atol=1e-15)
+    ev = np.sort(np.linalg.eigvals(J).real)
+    assert 0 < ev[0] < 1 < ev[1]
+
+
+def test_step_size_bound_and_no_recompilation():
+    o = (1.0, 1.0, 0.0, 0.0, 0.0)
+    h = float(M.hessian_top_eigenvalue_overlaps(*o, lam=1.0, d=400, **SETTING))
+    assert float(M.stable_step_size(*o, lam=1.0, d=400, **SETTING)) == pytest.approx(2.0 / h, rel=1e-15)
+    # jits are module level: a second call with the same static parameters compiles nothing
+    M.manifold_pgd(0.1, 0.2, lam=0.1, alpha=1e-3, steps=20, d=400, log_every=10, **SETTING)
+    M.fixed_points(lam=0.1, d=400, **SETTING)
+    sizes = [f._cache_size() for f in (M._manifold_core, M._angle_hessian, M._hess_top_jit)]
+    M.manifold_pgd(0.3, -0.2, lam=0.1, alpha=1e-3, steps=20, d=400, log_every=10, **SETTING)
+    M.fixed_points(lam=0.1, d=400, **SETTING)
+    M.hessian_top_eigenvalue_overlaps(*o, lam=1.0, d=400, **SETTING)
+    assert [f._cache_size() for f in (M._manifold_core, M._angle_hessian, M._hess_top_jit)] == sizes
+
+
+def test_manifold_validation():
+    with pytest.raises(ValueError, match="d must be >= 1"):
+        M.manifold_map(0.1, 0.1, lam=0.1, alpha=1e-3, d=0.5, **SETTING)
+    with pytest.raises(ValueError, match="kappa"):
+        M.manifold_map(1.5, 0.1, lam=0.1, alpha=1e-3, d=400, **SETTING)
+    with pytest.raises(ValueError, match="kappa0"):
+        M.manifold_pgd(1.5, 0.1, lam=0.1, alpha=1e-3, steps=3, log_every=1, d=400, **SETTING)
+    with pytest.raises(ValueError, match="log_every"):
+        M.manifold_pgd(0.5, 0.1, lam=0.1, alpha=1e-3, steps=3, log_every=0, d=400, **SETTING)
+
+
+def test_hessian_top_eigenvalue():
+    """On M at a corner, the Riemannian Hessian's tangent spectrum contains the angle-chart ones; its top
+    eigenvalue is a curvature in theta: theta enters the risk through m = sqrt(d/2) theta, so its
+    second derivative is of order d (large for lam = 1)."""
+    top_small = float(M.hessian_top_eigenvalue_overlaps(1.0, 1.0, 0.0, 0.0, 0.0, lam=0.1, d=400, **SETTING))
+    assert top_small >= 0.95342 - 1e-6
+    # against the finite-difference Hessian of R along geodesics of S^5 x S^5, in a tangent basis
+    ks, vs = np.eye(6)[0], np.eye(6)[1]
+    k = np.array([0.6, 0.1, 0.5, 0.3, -0.2, 0.0]); k = k / np.linalg.norm(k)
+    v = np.array([0.2, -0.4, 0.1, 0.5, 0.3, 0.4]); v = v / np.linalg.norm(v)
+    top = float(M.hessian_top_eigenvalue(k, v, ks, vs, lam=1.0, L=10, gamma=GAMMA))
+    f = jax.jit(lambda a, b: closed_form(a @ ks, b @ vs, b @ ks, a @ vs, a @ b, 1.0, GAMMA, 6.0, 10, 0.0))
+    basis = lambda x: np.linalg.svd(x[None, :])[2][1:]
+    T = [(e, np.zeros(6)) for e in basis(k)] + [(np.zeros(6), e) for e in basis(v)]
+
+    def pt(s, xk, xv):
+        out = []
+        for x, u in ((k, xk), (v, xv)):
+            n = np.linalg.norm(u)
+            out.append(x if n == 0 else np.cos(s * n) * x + np.sin(s * n) * u / n)
+        return out
+
+    h = 1e-4
+    q = lambda xk, xv: float(f(*pt(h, xk, xv)) - 2 * f(k, v) + f(*pt(-h, xk, xv))) / h ** 2
+    H = np.array([[(q(a[0] + b[0], a[1] + b[1]) - q(a[0] - b[0], a[1] - b[1])) / 4 for b in T] for a in T])
+    np.testing.assert_allclose(np.linalg.eigvalsh((H + H.T) / 2)[-1], top, rtol=1e-4)
+    assert top * 4e-3 > 0.2  # a sizeable curvature at lam = 1 (d = 6 here, so well below 2 / alpha)
+
+
+@settings(max_examples=25, deadline=None)
+@given(kappa=st.floats(-1, 1), nu=st.floats(-1, 1), lam=st.floats(0.01, 3), alpha=st.floats(1e-4, 1e-2))
+def test_manifold_map_stays_in_square(kappa, nu, lam, alpha):
+    """The Lemma 7 map sends [-1, 1]^2 into itself and never returns NaN."""
+    k1, n1 = M.manifold_map(kappa, nu, lam=lam, alpha=alpha, d=400, **SETTING)
+    assert np.isfinite(k1) and np.isfinite(n1)
+    assert abs(float(k1)) <= 1 + 1e-12 and abs(float(n1)) <= 1 + 1e-12
+
+
+def test_hessian_top_eigenvalue_lam_array():
+    """lam may be an array (a schedule at logged steps): same values as one call per lam; lam <= 0 refused."""
+    lams = np.array([0.1, 0.5, 1.0])
+    pts = (np.array([1.0, 0.3, 0.5]), np.array([1.0, 0.2, -0.4]), np.zeros(3), np.zeros(3), np.array([0.0, 0.1, 0.0]))
+    many = np.asarray(M.hessian_top_eigenvalue_overlaps(*pts, lam=lams, d=400, **SETTING))
+    one = [float(M.hessian_top_eigenvalue_overlaps(*(p[i] for p in pts), lam=float(lams[i]), d=400, **SETTING))
+           for i in range(3)]
+    np.testing.assert_allclose(many, one, rtol=1e-12)
+    with pytest.raises(ValueError, match="lam"):
+        M.hessian_top_eigenvalue_overlaps(*pts, lam=np.array([0.1, -1.0, 1.0]), d=400, **SETTING)

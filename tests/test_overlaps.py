@@ -1,0 +1,64 @@
+"""slr.overlaps: the five overlaps, the distance to M, the 4-D frame, vectors with given overlaps."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import slr  # noqa: F401  (float64)
+from slr import overlaps as O
+
+
+def test_overlaps_and_dist_manifold():
+    ks, vs, k, v = np.eye(5)[0], np.eye(5)[1], np.array([0.6, 0.0, 0.8, 0, 0]), np.array([0.0, 0.6, 0.0, 0.8, 0])
+    np.testing.assert_allclose(O.overlaps(k, v, ks, vs), (0.6, 0.6, 0.0, 0.0, 0.0))
+    assert float(O.dist_manifold(0.3, 0.4, 1.2)) == pytest.approx(1.3)
+
+
+def test_frame_spans_the_four_vectors():
+    g = np.asarray(jax.random.normal(jax.random.key(0), (4, 30)))
+    Q = np.asarray(O.frame(*g))
+    np.testing.assert_allclose(Q.T @ Q, np.eye(4), atol=1e-14)
+    np.testing.assert_allclose(Q @ (Q.T @ g.T), g.T, atol=1e-13)
+
+
+def test_frame_vectors_at_a_corner_and_batched():
+    """Degenerate Gram matrices (k = k*, v = v*) are handled; arrays broadcast to (..., dim)."""
+    ks, vs, k, v = O.frame_vectors(1.0, 1.0, 0.0, 0.0, 0.0, dim=5)
+    assert k.shape == (5,) and np.all(np.isfinite(np.asarray(k)))
+    np.testing.assert_allclose(O.overlaps(k, v, ks, vs), (1, 1, 0, 0, 0), atol=1e-7)  # sqrt(eps) at a rank-2 G
+    ks, vs, k, v = O.frame_vectors(np.array([0.3, -0.2]), -0.2, 0.1, 0.05, -0.4)
+    assert k.shape == (2, 4)
+    with pytest.raises(ValueError, match="theta"):
+        O.frame_vectors(0.3, 0.2, 1.5, 0.0, 0.0)
+    with pytest.raises(ValueError, match="dim"):
+        O.frame_vectors(0.3, 0.2, 0.1, 0.0, 0.0, dim=3)
+
+
+unit6 = st.lists(st.floats(-1, 1), min_size=6, max_size=6).filter(lambda x: np.linalg.norm(x) > 1e-2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(k=unit6, v=unit6)
+def test_hyp_frame_vectors_realise_the_overlaps(k, v):
+    """The overlaps of unit vectors k, v of R^6 against k* = e1, v* = e2 are realised by frame_vectors:
+    unit k, v, orthonormal k*, v*, the same five overlaps (the Gram matrix determines them)."""
+    k, v = (np.asarray(x) / np.linalg.norm(x) for x in (k, v))
+    o = O.overlaps(k, v, np.eye(6)[0], np.eye(6)[1])
+    ks, vs, k4, v4 = (np.asarray(x) for x in O.frame_vectors(*o))
+    G = np.stack([ks, vs, k4, v4]) @ np.stack([ks, vs, k4, v4]).T
+    np.testing.assert_allclose(np.diag(G), 1.0, atol=1e-12)
+    assert abs(G[0, 1]) < 1e-12
+    # eigen-square-root of a (near) singular Gram matrix: error up to sqrt(machine eps) * |entries|
+    np.testing.assert_allclose(O.overlaps(k4, v4, ks, vs), o, atol=1e-7)
+
+
+@settings(max_examples=20, deadline=None)
+@given(bad=st.one_of(st.floats(1.0 + 1e-8, 1e6), st.floats(-1e6, -1.0 - 1e-8)),
+       i=st.integers(0, 4))
+def test_hyp_frame_vectors_refuses_out_of_range(bad, i):
+    """Beyond the round-off tolerance 1e-9 every overlap outside [-1, 1] is refused, by name."""
+    o = [0.1] * 5
+    o[i] = bad
+    with pytest.raises(ValueError, match=("kappa", "nu", "theta", "eta", "rho")[i]):
+        O.frame_vectors(*o)
