@@ -121,3 +121,43 @@ def check_key(name: str, key):
     if arr.shape != (2,) or arr.dtype != np.uint32:
         raise ValueError(f"{name} must be a JAX PRNG key (jax.random.key(seed) or PRNGKey(seed)), got {key!r}")
     return key
+
+
+# --- arrays: parameters that broadcast (lam grids), probabilities, rows of unit vectors ---------------
+
+def check_positive_array(name: str, value):
+    """Every entry of ``value`` (scalar or array) finite and > 0; skipped for traced values."""
+    if is_traced(value):
+        return value
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be > 0 and finite, got {value!r}") from None
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"{name} must be > 0 and finite, got {value!r}")
+    return value
+
+
+def check_probs(name: str, value, L: int):
+    """A probability vector of shape (L,): entries in [0, 1] summing to 1 (within 1e-9)."""
+    p = np.asarray(value, dtype=float)
+    if p.shape != (L,):
+        raise ValueError(f"{name} must have shape (L,) = ({L},), got shape {p.shape}")
+    check_interval(name, p, 0.0, 1.0)
+    if abs(p.sum() - 1.0) > 1e-9:
+        raise ValueError(f"{name} must sum to 1, got sum {p.sum()!r}")
+    return p
+
+
+def check_unit_rows(name: str, value, d: int | None = None, tol: float = 1e-6):
+    """A finite array of shape (..., d) whose rows have unit norm (within ``tol``)."""
+    if is_traced(value):
+        return value
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0 or (d is not None and arr.shape[-1] != d) or not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite rows of length d={d}, got shape {arr.shape}")
+    norms = np.linalg.norm(arr, axis=-1)
+    if np.any(np.abs(norms - 1.0) > tol):
+        bad = norms[np.abs(norms - 1.0) > tol].ravel()[0]
+        raise ValueError(f"{name} must have rows of unit norm (|norm - 1| <= {tol}), got norm {bad!r}")
+    return value

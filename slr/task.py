@@ -149,12 +149,16 @@ def draws(key, n: int, *, L: int, d: int, H: int = 1, p=None, dtype=jnp.float64)
     return Z, J, G, xi
 
 
-def assemble(draws, k_stars, v_stars, *, gamma, eps):
-    """Samples (X, y, J) for the oracle (k_stars, v_stars), shapes (H, d), from the output of
+def assemble(draws, k_stars, v_stars, *, gamma, eps, d=None):
+    """Samples (X, y, J) for the oracle (k_stars, v_stars), shapes (H, r), from the output of
     :func:`draws`: X_{J_h} = sqrt(d/2) k_star_h + gamma G_h, y = sum_h X_{J_h}.v_star_h + eps xi.
+
+    ``d`` is the ambient dimension (static), by default the tokens' length r = Z.shape[-1]. Draws of
+    r < d coordinates are the tokens' coordinates in an orthonormal frame of a subspace of R^d that
+    holds the oracle (as :mod:`slr.montecarlo` samples): the signal's mean keeps its norm sqrt(d/2).
     Traceable, no checks."""
     Z, J, G, xi = draws
-    d = Z.shape[-1]
+    d = Z.shape[-1] if d is None else d
     signal = math.sqrt(d / 2.0) * k_stars[None].astype(G.dtype) + gamma * G
     X = Z.at[jnp.arange(Z.shape[0])[:, None], J].set(signal)
     v_stars = v_stars.astype(G.dtype)
