@@ -159,5 +159,5 @@ def check_unit_rows(name: str, value, d: int | None = None, tol: float = 1e-6):
     norms = np.linalg.norm(arr, axis=-1)
     if np.any(np.abs(norms - 1.0) > tol):
         bad = norms[np.abs(norms - 1.0) > tol].ravel()[0]
-        raise ValueError(f"{name} must have rows of unit norm (|norm - 1| <= {tol}), got norm {bad!r}")
+        raise ValueError(f"{name} must have rows of unit norm (|norm - 1| <= {tol}), got norm {float(bad)!r}")
     return value

@@ -73,8 +73,9 @@ def attention_sigmoid(X, k, v, lam):
 
     tanh(2x/sqrt(pi)) = 2 sigma(4x/sqrt(pi)) - 1 has the range and the slope at the origin of erf; it
     differs in its tails (exponential instead of Gaussian)."""
-    s, xv = _scores(X, k, v, lam)
-    return jnp.sum(jnp.tanh(_SIGMOID_SCALE * s) * xv, axis=-1)
+    check_positive_array("lam", lam)
+    s, xv = _scores(X, k, v, _SIGMOID_SCALE * lam)  # (scale * lam) X k: the association of 9be0e2e
+    return jnp.sum(jnp.tanh(s) * xv, axis=-1)
 
 
 def attention_relu(X, k, v, lam):
