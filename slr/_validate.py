@@ -126,15 +126,11 @@ def check_key(name: str, key):
 # --- arrays: parameters that broadcast (lam grids), probabilities, rows of unit vectors ---------------
 
 def check_positive_array(name: str, value):
-    """Every entry of ``value`` (scalar or array) finite and > 0; skipped for traced values."""
-    if is_traced(value):
-        return value
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be > 0 and finite, got {value!r}") from None
-    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ValueError(f"{name} must be > 0 and finite, got {value!r}")
+    """Every entry of ``value`` (scalar or array) a finite real > 0; skipped for traced values."""
+    if not is_traced(value):
+        entries = np.asarray(value, dtype=object).ravel()
+        if not all(isinstance(x, numbers.Real) and math.isfinite(x) and x > 0 for x in entries):
+            raise ValueError(f"{name} must be > 0 and finite, got {value!r}")
     return value
 
 

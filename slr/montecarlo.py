@@ -78,13 +78,9 @@ def _oracle(k_star, v_star):
 
 def _chunks(key, k, v, k_star, v_star, *, lam, gamma, L, eps, n, d, predictor, chunk, reduce):
     """Checks, the frame, then the squared errors chunk by chunk: (generator of (G, m) arrays, shape)."""
+    n, chunk, L = (check_int(name, val) for name, val in (("n", n), ("chunk", chunk), ("L", L)))
+    check_positive_array("lam", lam), check_positive("gamma", gamma), check_nonneg("eps", eps)
     check_key("key", key)
-    n = check_int("n", n)
-    chunk = check_int("chunk", chunk)
-    L = check_int("L", L)
-    check_positive_array("lam", lam)
-    check_positive("gamma", gamma)
-    check_nonneg("eps", eps)
     predictor = get_predictor(predictor)
     ks, vs = _oracle(k_star, v_star)
     r0 = ks.shape[1]
