@@ -187,7 +187,7 @@ def test_grad_of_risk_against_finite_differences():
     """jax.grad through the closed form (custom JVP of zeta in both arguments) vs central differences."""
     ov = np.array([0.3, -0.4, 0.2, -0.25, 0.15])
     for lam, gamma, d, L, eps in PARAM_SETS[1:5]:
-        f = lambda x, lam_: R._risk(*x, lam_, gamma, d, L, eps)
+        f = lambda x, lam_: R.closed_form(*x, lam_, gamma, d, L, eps)
         g_ov, g_lam = jax.grad(f, argnums=(0, 1))(jnp.asarray(ov), lam)
         h = 1e-6
         for i in range(5):
