@@ -14,7 +14,8 @@ from jax.core import Tracer
 __all__ = [
     "check_int", "check_positive", "check_nonneg", "check_interval", "check_unit",
     "check_orthogonal", "check_key", "is_traced",
-    "check_lam", "check_run", "check_unit_rows", "check_oracle", "check_vectors", "check_float_dtype",
+    "check_lam", "check_run", "check_unit_rows", "check_positive_array", "check_probs", "check_oracle",
+    "check_vectors", "check_float_dtype",
     "check_per_run",
 ]
 
@@ -163,11 +164,15 @@ def check_run(*, alpha=None, steps=None, gamma=None, L=None, eps=None, log_every
             raise ValueError(f"d must be >= 1, got {d!r}")
 
 
-def check_unit_rows(name: str, x, d: int | None = None, tol: float = 1e-6):
-    """A finite array of shape (d,) or (R, d) whose rows have unit norm; returned as a NumPy array."""
+def check_unit_rows(name: str, x, d: int | None = None, tol: float = 1e-6, max_ndim: int | None = 2):
+    """A finite array of shape (d,) or (R, d) (any (..., d) when ``max_ndim`` is None) whose rows have
+    unit norm; returned as a NumPy array (a traced value is returned as is, unchecked)."""
+    if is_traced(x):
+        return x
     arr = np.asarray(x, dtype=float)
-    if arr.ndim not in (1, 2):
-        raise ValueError(f"{name} must have shape (d,) or (R, d), got shape {arr.shape}")
+    if arr.ndim == 0 or (max_ndim is not None and arr.ndim > max_ndim):
+        shapes = "(d,) or (R, d)" if max_ndim == 2 else "(..., d)"
+        raise ValueError(f"{name} must have shape {shapes}, got shape {arr.shape}")
     if d is not None and arr.shape[-1] != d:
         raise ValueError(f"{name} must have length d={d} (the length of k_star), got {arr.shape[-1]}")
     if not np.all(np.isfinite(arr)):
@@ -224,3 +229,25 @@ def check_per_run(name: str, value, n: int, *, lo: float = 0.0, strict: bool = T
     if np.any(bad):
         raise ValueError(f"{name} must be {'>' if strict else '>='} {lo} and finite, got {arr[np.argmax(bad)]!r}")
     return np.array(arr)
+
+
+# --- arrays: parameters that broadcast (lam grids), probabilities, rows of unit vectors ---------------
+
+def check_positive_array(name: str, value):
+    """Every entry of ``value`` (scalar or array) a finite real > 0; skipped for traced values."""
+    if not is_traced(value):
+        entries = np.asarray(value, dtype=object).ravel()
+        if not all(isinstance(x, numbers.Real) and math.isfinite(x) and x > 0 for x in entries):
+            raise ValueError(f"{name} must be > 0 and finite, got {value!r}")
+    return value
+
+
+def check_probs(name: str, value, L: int):
+    """A probability vector of shape (L,): entries in [0, 1] summing to 1 (within 1e-9)."""
+    p = np.asarray(value, dtype=float)
+    if p.shape != (L,):
+        raise ValueError(f"{name} must have shape (L,) = ({L},), got shape {p.shape}")
+    check_interval(name, p, 0.0, 1.0)
+    if abs(p.sum() - 1.0) > 1e-9:
+        raise ValueError(f"{name} must sum to 1, got sum {p.sum()!r}")
+    return p

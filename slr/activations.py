@@ -1,19 +1,7 @@
-"""Component-wise attention activations beyond erf, and a stochastic PGD trainer for any of them.
+"""A stochastic PGD trainer for any attention predictor (the chapter ``book/beyond_activations.ipynb``).
 
-Defined for the chapter ``book/beyond_activations.ipynb``. Every predictor has the signature
-``f(X, k, v, lam)`` of :mod:`slr.predictors` (``X`` of shape (..., L, d) -> (...)), so it can be
-passed to :func:`slr.risk.monte_carlo_risk` as ``predictor=``. With ``s_l = lam X_l^T k``:
-
-- ``erf``:     sum_l erf(s_l) X_l^T v                          (Eq. 3, the paper's predictor)
-- ``sigmoid``: sum_l tanh(2 s_l / sqrt(pi)) X_l^T v            (the logistic sigmoid centred and
-  rescaled, 2 sigma(4 s / sqrt(pi)) - 1: odd, values in (-1, 1), slope 2/sqrt(pi) at 0, like erf)
-- ``relu``:    sum_l max(s_l, 0) X_l^T v                       (unbounded: no saturation)
-- ``softmax``: sum_l softmax_l(s) X_l^T v                      (Eq. 2: weights sum to 1)
-- ``linear``:  sum_l s_l X_l^T v = lam sum_l (X_l^T k)(X_l^T v) (linear attention: a quadratic form)
-
-Normalisations: erf and sigmoid saturate at +-1, so the informative token gets weight ~1 once
-``lam sqrt(d/2)`` is large; softmax weights sum to 1 at every ``lam``; relu and linear do not saturate,
-the informative token gets weight ~ ``lam sqrt(d/2)``, so their natural scale is ``lam ~ sqrt(2/d)``.
+The predictors themselves (erf, sigmoid, ReLU, softmax, linear) live in :mod:`slr.predictors`
+(re-exported here); their Monte Carlo risks in :mod:`slr.montecarlo`.
 
 :func:`train_pgd` is stochastic projected gradient descent (Definition 1 with fresh samples at each
 step, as in the paper's Figure 5) on the unit sphere for (k, v), several repeats vmapped, steps
@@ -21,64 +9,19 @@ scanned with ``lax.scan``.
 """
 from __future__ import annotations
 
-import math
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import erf
 
-from slr import predictors
 from slr._validate import (check_int, check_key, check_nonneg, check_orthogonal, check_positive,
                            check_unit)
+from slr.predictors import (PREDICTORS, attention_erf, attention_linear, attention_relu,
+                            attention_sigmoid, attention_softmax, get_predictor)
 
 __all__ = ["attention_erf", "attention_sigmoid", "attention_relu", "attention_softmax",
-           "attention_linear", "PREDICTORS", "get_predictor", "oracle_risk_curve", "train_pgd"]
-
-_SIGMOID_SCALE = 2.0 / math.sqrt(math.pi)
-
-attention_erf = predictors.attention_erf
-attention_softmax = predictors.attention_softmax
-
-
-def attention_sigmoid(X, k, v, lam):
-    """sum_l tanh(2 lam X_l^T k / sqrt(pi)) X_l^T v: a centred logistic sigmoid matched to erf at 0.
-
-    X: (..., L, d) -> (...). tanh(2x/sqrt(pi)) = 2 sigma(4x/sqrt(pi)) - 1 has the range and the
-    slope at the origin of erf; it differs in its tails (exponential instead of Gaussian)."""
-    X = jnp.asarray(X)
-    return jnp.sum(jnp.tanh(_SIGMOID_SCALE * lam * (X @ k)) * (X @ v), axis=-1)
-
-
-def attention_relu(X, k, v, lam):
-    """sum_l max(lam X_l^T k, 0) X_l^T v (ReLU attention).  X: (..., L, d) -> (...)."""
-    X = jnp.asarray(X)
-    return jnp.sum(jax.nn.relu(lam * (X @ k)) * (X @ v), axis=-1)
-
-
-def attention_linear(X, k, v, lam):
-    """lam sum_l (X_l^T k)(X_l^T v) (linear attention, identity activation).  X: (..., L, d) -> (...)."""
-    X = jnp.asarray(X)
-    return lam * jnp.sum((X @ k) * (X @ v), axis=-1)
-
-
-PREDICTORS = {
-    "erf": attention_erf,
-    "sigmoid": attention_sigmoid,
-    "relu": attention_relu,
-    "softmax": attention_softmax,
-    "linear": attention_linear,
-}
-
-
-def get_predictor(activation):
-    """The predictor ``f(X, k, v, lam)`` named ``activation`` (one of ``PREDICTORS``), or a callable as is."""
-    if callable(activation):
-        return activation
-    if activation not in PREDICTORS:
-        raise ValueError(f"activation must be one of {sorted(PREDICTORS)} or a callable, got {activation!r}")
-    return PREDICTORS[activation]
+           "attention_linear", "PREDICTORS", "get_predictor", "train_pgd"]
 
 
 def _unit(x):
@@ -160,42 +103,3 @@ def _train(key, k_star, v_star, lam, gamma, eps, lr, *, predictor, L, steps, bat
         return {"k": k, "v": v, "kappa": kappa, "nu": nu, "loss": loss}
 
     return jax.vmap(one_run)(jax.random.split(key, repeats))
-
-
-def oracle_risk_curve(key, activation, lams, *, d, gamma, L, eps=0.0, n):
-    """Monte Carlo risk E[(Y - f(X, k_star, v_star, lam))^2] at the oracle parameters, for every lam.
-
-    The same ``n`` samples serve every ``lam`` (common random numbers: the curve is smooth and two
-    values of it can be compared). At (k_star, v_star) a predictor that sees the tokens only through
-    X k and X v needs the two coordinates (X_l^T k_star, X_l^T v_star) only: they are drawn exactly, in
-    the frame (k_star, v_star) = (e_1, e_2) of R^2 (the signal token is (sqrt(d/2) + gamma Z_1, gamma Z_2),
-    the others standard Gaussian). Cross-check: :func:`slr.risk.monte_carlo_risk` with ``predictor=``.
-
-    Returns (mean, stderr), two arrays of the shape of ``lams``; the risk includes the noise eps^2.
-    """
-    check_key("key", key)
-    predictor = get_predictor(activation)
-    lams = np.atleast_1d(np.asarray(lams, dtype=float))
-    if lams.ndim != 1 or not np.all(np.isfinite(lams)) or np.any(lams <= 0):
-        raise ValueError(f"lams must be a 1-D array of finite values > 0, got {lams!r}")
-    d = check_int("d", d, lo=2)
-    check_positive("gamma", gamma)
-    check_nonneg("eps", eps)
-    L = check_int("L", L)
-    n = check_int("n", n, lo=2)
-    sq = _oracle_sq_errors(key, jnp.asarray(lams), float(d), float(gamma), float(eps),
-                           predictor=predictor, L=L, n=n)
-    sq = np.asarray(sq)
-    return sq.mean(axis=1), sq.std(axis=1, ddof=1) / math.sqrt(n)
-
-
-@partial(jax.jit, static_argnames=("predictor", "L", "n"))
-def _oracle_sq_errors(key, lams, d, gamma, eps, *, predictor, L, n):
-    kx, kj, kg, kn = jax.random.split(key, 4)
-    X = jax.random.normal(kx, (n, L, 2), dtype=jnp.float64)
-    J0 = jax.random.randint(kj, (n,), 0, L)
-    signal = jnp.array([jnp.sqrt(d / 2.0), 0.0]) + gamma * jax.random.normal(kg, (n, 2), dtype=jnp.float64)
-    X = X.at[jnp.arange(n), J0].set(signal)
-    y = signal[:, 1] + eps * jax.random.normal(kn, (n,), dtype=jnp.float64)
-    e1, e2 = jnp.array([1.0, 0.0]), jnp.array([0.0, 1.0])
-    return jax.lax.map(lambda lam: jnp.square(y - predictor(X, e1, e2, lam)), lams)

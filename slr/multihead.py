@@ -17,9 +17,9 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import erf
 
 from slr._validate import check_int, check_key, check_nonneg, check_positive
+from slr.predictors import attention_multihead
 from slr.task import sample_oracle_multi
 
 __all__ = ["MultiHeadConfig", "FIGURE_9", "predict", "lam_schedule", "init_heads", "draw_batch",
@@ -82,16 +82,8 @@ class MultiHeadConfig:
 FIGURE_9 = MultiHeadConfig()
 
 
-def predict(X, k, v, lam):
-    """Eq. (31): sum_h sum_l erf(lam X_l^T k_h) X_l^T v_h.  X: (..., L, d); k, v: (H, d) -> (...)."""
-    X = jnp.asarray(X)
-    k = jnp.atleast_2d(jnp.asarray(k))
-    v = jnp.atleast_2d(jnp.asarray(v))
-    if k.shape != v.shape:
-        raise ValueError(f"k and v must have the same shape (H, d), got {k.shape} and {v.shape}")
-    if X.shape[-1] != k.shape[-1]:
-        raise ValueError(f"X must have last dimension d={k.shape[-1]}, got shape {X.shape}")
-    return jnp.sum(erf(lam * (X @ k.T)) * (X @ v.T), axis=(-1, -2))
+#: Eq. (31): sum_h sum_l erf(lam X_l^T k_h) X_l^T v_h (it lives in :mod:`slr.predictors`).
+predict = attention_multihead
 
 
 def lam_schedule(t, lam0, lam_decay, lam_freeze):

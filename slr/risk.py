@@ -1,31 +1,34 @@
-"""Closed-form risks of single-location regression, and a Monte Carlo estimator to check them.
+"""Closed-form risks of single-location regression (Section 4 and Appendix B of the paper).
 
-- :func:`risk`: the risk R_lam(k, v) = E[(Y - T_lam(X))^2] of the erf predictor (Eq. 3) as a function
-  of the five overlaps (kappa, nu, theta, eta, rho) = (k.k*, v.v*, v.k*, k.v*, k.v), on and off the
-  manifold M = {theta = eta = rho = 0} (Proposition 15; Lemma 6 on M). Noise included: R >= eps^2.
-- :func:`oracle_risk`: R_lam(k_star, v_star) (Theorem 1).
-- :func:`linear_risk`, :func:`linear_weights`: the optimal linear predictor (Proposition 3).
-- :func:`monte_carlo_risk`: an unbiased Monte Carlo estimate with its standard error.
+- :func:`closed_form`: the traceable kernel of Proposition 15 (positional, no checks); :func:`risk`,
+  its checked wrapper: the risk R_lam(k, v) = E[(Y - T_lam(X))^2] of the erf predictor (Eq. 3) as a
+  function of the five overlaps (kappa, nu, theta, eta, rho) = (k.k*, v.v*, v.k*, k.v*, k.v), on and
+  off the manifold M = {theta = eta = rho = 0} (Lemma 6 on M). Noise included: R >= eps^2.
+- :func:`risk_at` (vectors), :func:`oracle_risk` (Theorem 1; Corollary 2 is its large-d limit),
+  :func:`excess_risk`, :func:`null_risk`.
+- :func:`linear_risk`, :func:`linear_weights`: the optimal linear predictor (Proposition 3);
+  :func:`affine_risk`: the exact risk of any affine predictor.
+- :func:`linear_attention_risk`, :func:`linear_attention_best`: linear attention at the oracle.
 
-Notation (MATH.md section 0): b = lam gamma, a = lam sqrt(d/2) kappa, m = sqrt(d/2) theta,
-psi0 = 2 / sqrt(pi (1 + 2 lam^2)). ``gamma`` and ``eps`` are standard deviations.
+Monte Carlo estimates of any risk are in :mod:`slr.montecarlo`.
+
+Notation: b = lam gamma, a = lam sqrt(d/2) kappa, m = sqrt(d/2) theta, psi0 = 2 / sqrt(pi (1 + 2 lam^2)),
+and phi, zeta and their derivatives are the Gaussian-erf integrals of :mod:`slr.gaussian` (Lemma 18).
+``gamma`` and ``eps`` are standard deviations.
 """
 from __future__ import annotations
 
 import math
-from functools import partial
-
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from slr import gaussian as G
-from slr._validate import (check_int, check_interval, check_key, check_nonneg, check_orthogonal,
-                           check_positive, check_unit, is_traced)
+from slr._validate import (check_int, check_interval, check_nonneg, check_orthogonal, check_positive,
+                           check_positive_array, check_probs, check_unit, is_traced)
 from slr.overlaps import overlaps  # noqa: F401  (risk_at; risk.overlaps kept importable for callers)
 
 __all__ = ["risk", "risk_at", "oracle_risk", "excess_risk", "null_risk", "linear_risk",
-           "linear_weights", "monte_carlo_risk", "closed_form"]
+           "linear_weights", "affine_risk", "linear_attention_risk", "linear_attention_best", "closed_form"]
 
 
 def _as_float_array(name, val, accepted):
@@ -36,11 +39,8 @@ def _as_float_array(name, val, accepted):
 
 
 def _check_common(lam, gamma, d, L, eps):
-    for name, val in (("lam", lam), ("gamma", gamma)):
-        if not is_traced(val):
-            arr = _as_float_array(name, val, "> 0 and finite")
-            if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-                raise ValueError(f"{name} must be > 0 and finite, got {val!r}")
+    check_positive_array("lam", lam)
+    check_positive_array("gamma", gamma)
     if not is_traced(eps):
         arr = _as_float_array("eps", eps, ">= 0 and finite")
         if not np.all(np.isfinite(arr)) or np.any(arr < 0):
@@ -126,12 +126,7 @@ def _linear_coefficients(gamma, L, p):
         L = check_int("L", L)
         p = np.full(L, 1.0 / L)
     else:
-        p = np.asarray(p, dtype=float)
-        if p.ndim != 1 or p.shape[0] != L:
-            raise ValueError(f"p must have shape (L,) = ({L},), got shape {p.shape}")
-        check_interval("p", p, 0.0, 1.0)
-        if abs(p.sum() - 1.0) > 1e-9:
-            raise ValueError(f"p must sum to 1, got sum {p.sum()!r}")
+        p = check_probs("p", p, L)
     g2 = gamma ** 2
     return p, p * g2 / (1.0 + p * (g2 - 1.0))
 
@@ -162,71 +157,54 @@ def linear_risk(*, gamma, L, eps=0.0, p=None):
     return eps ** 2 + g2 - float(np.sum(p * g2 * c))
 
 
-def _frame(k, v, k_star, v_star):
-    """Orthonormal basis Q (d, r) of span{k_star, v_star, k, v}, r = min(4, d)."""
-    d = k.shape[0]
-    if d <= 4:
-        return jnp.eye(d)
-    q, _ = jnp.linalg.qr(jnp.stack([k_star, v_star, k, v], axis=1))
-    return q
+def affine_risk(W, b, k_star, v_star, *, gamma, eps=0.0, p=None):
+    """Exact risk E[(Y - b - sum_l W_l^T X_l)^2] of an affine predictor, W of shape (L, d), b a scalar.
 
+    Derivation (the moments of the proof of Proposition 3). With mu = sqrt(d/2) k_star and
+    p_l = P(J0 = l): E X_l = p_l mu; E[X_l X_l^T] = (1 - p_l) I + p_l (gamma^2 I + mu mu^T);
+    E[X_l X_m^T] = 0 for l != m (one of the two tokens is always centred and independent of the other);
+    E[Y X_l] = p_l gamma^2 v_star (mu is orthogonal to v_star); E Y = 0 and E Y^2 = gamma^2 + eps^2.
+    Expanding E[(Y - b - sum_l W_l^T X_l)^2],
 
-@partial(jax.jit, static_argnames=("chunk", "L", "predictor"))
-def _mc_errors(key, kr, vr, ksr, vsr, scale, gamma, eps, lam, *, chunk, L, predictor):
-    """Squared errors of ``chunk`` samples drawn in the reduced frame (compiled once per shape)."""
-    r = kr.shape[0]
-    kx, kj, kg, kn = jax.random.split(key, 4)
-    X = jax.random.normal(kx, (chunk, L, r), dtype=jnp.float64)
-    J0 = jax.random.randint(kj, (chunk,), 0, L)
-    signal = scale * ksr + gamma * jax.random.normal(kg, (chunk, r), dtype=jnp.float64)
-    X = X.at[jnp.arange(chunk), J0].set(signal)
-    y = signal @ vsr + eps * jax.random.normal(kn, (chunk,), dtype=jnp.float64)
-    return jnp.square(y - predictor(X, kr, vr, lam))
+        R = gamma^2 + eps^2 + b^2 + sum_l [ (1 + p_l (gamma^2 - 1)) |W_l|^2 + p_l (d/2) (W_l.k*)^2
+                                            - 2 p_l gamma^2 W_l.v* + 2 b p_l sqrt(d/2) W_l.k* ].
 
-
-def monte_carlo_risk(key, k, v, k_star, v_star, *, lam, gamma, L, eps=0.0, n, predictor=None,
-                     chunk: int = 200_000):
-    """Monte Carlo estimate of E[(Y - T(X))^2] with its standard error: returns (mean, stderr).
-
-    ``predictor(X, k, v, lam)`` defaults to the erf predictor (Eq. 3); any predictor that sees the
-    tokens only through X k and X v may be passed (``attention_softmax`` for instance). Sampling is
-    done exactly in an orthonormal frame of span{k_star, v_star, k, v}: the other d - 4 coordinates of
-    the tokens enter neither T nor Y, so the estimate has the law of a full d-dimensional one at a cost
-    independent of d.
+    At b = 0, W_l = c_l v_star (Proposition 3) it is :func:`linear_risk`. ``p``: location probabilities
+    of shape (L,), uniform when None.
     """
-    from slr.predictors import attention_erf
-
-    check_key("key", key)
-    n = check_int("n", n)
-    chunk = check_int("chunk", chunk)
-    L = check_int("L", L)
-    check_positive("lam", lam)
     check_positive("gamma", gamma)
     check_nonneg("eps", eps)
-    for name, val in (("k", k), ("v", v), ("k_star", k_star), ("v_star", v_star)):
-        check_unit(name, val)
-    d = np.shape(k_star)[0]
-    for name, val in (("k", k), ("v", v), ("v_star", v_star)):
-        check_unit(name, val, d=d)
-    check_orthogonal("k_star", k_star, "v_star", v_star)
-    predictor = attention_erf if predictor is None else predictor
-    k, v, k_star, v_star = map(lambda x: jnp.asarray(x, jnp.float64), (k, v, k_star, v_star))
-    Q = _frame(k, v, k_star, v_star)
-    kr, vr, ksr, vsr = (Q.T @ x for x in (k, v, k_star, v_star))
+    W, k_star, v_star = (np.asarray(x, dtype=float) for x in (W, k_star, v_star))
+    if W.ndim != 2 or W.shape[1] != k_star.shape[-1]:
+        raise ValueError(f"W must have shape (L, d) with d={k_star.shape[-1]}, got shape {W.shape}")
+    L, d = W.shape
+    p = np.full(L, 1.0 / L) if p is None else check_probs("p", p, L)
+    Wk, Wv, Wn2 = W @ k_star, W @ v_star, np.sum(W ** 2, axis=1)
+    quad = (1 + p * (gamma ** 2 - 1)) * Wn2 + p * d / 2 * Wk ** 2
+    return float(gamma ** 2 + eps ** 2 + b ** 2
+                 + np.sum(quad - 2 * p * gamma ** 2 * Wv + 2 * b * p * np.sqrt(d / 2) * Wk))
 
-    chunk = min(chunk, n)
-    scale = math.sqrt(d / 2.0)
 
-    def sums(kk, _):
-        return _mc_errors(kk, kr, vr, ksr, vsr, scale, gamma, eps, lam, chunk=chunk, L=L, predictor=predictor)
+def linear_attention_risk(*, lam, gamma, d, L, eps=0.0):
+    """Risk of linear attention lam sum_l (X_l^T k)(X_l^T v) (``predictors.attention_linear``) at the
+    oracle (k, v) = (k_star, v_star):  eps^2 + gamma^2 (1 - lam c)^2 + lam^2 gamma^4 + (L - 1) lam^2,
+    c = sqrt(d/2).
 
-    total, total2, count = 0.0, 0.0, 0
-    keys = jax.random.split(key, -(-n // chunk))
-    for i, kk in enumerate(keys):
-        err = np.asarray(sums(kk, 0))[: min(chunk, n - i * chunk)]
-        total += float(err.sum())
-        total2 += float(np.square(err).sum())
-        count += err.shape[0]
-    mean = total / count
-    var = max(total2 / count - mean ** 2, 0.0) * count / max(count - 1, 1)
-    return mean, math.sqrt(var / count)
+    Derivation. With A_l = X_l^T k_star, B_l = X_l^T v_star: A = c + gamma Z_1, B = gamma Z_2 for the
+    informative token, independent standard Gaussians for the others; so
+    Y - T = gamma Z_2 (1 - lam c - lam gamma Z_1) - lam sum_{l != J0} A_l B_l + xi, uncorrelated terms
+    whose variances add. Broadcasts over its arguments."""
+    _check_common(lam, gamma, d, L, eps)
+    c = np.sqrt(np.asarray(d, dtype=float) / 2)
+    lam, g2 = np.asarray(lam, dtype=float), np.asarray(gamma, dtype=float) ** 2
+    return eps ** 2 + g2 * (1 - lam * c) ** 2 + lam ** 2 * g2 ** 2 + (L - 1) * lam ** 2
+
+
+def linear_attention_best(*, gamma, d, L, eps=0.0):
+    """The lam minimising :func:`linear_attention_risk`, and that minimal risk:
+    lam_lin = gamma^2 c / (gamma^2 c^2 + gamma^4 + L - 1), risk eps^2 + gamma^2 - gamma^4 c^2 / (same),
+    c = sqrt(d/2) (the minimum of a quadratic in lam). Returns (lam_lin, risk)."""
+    _check_common(1.0, gamma, d, L, eps)
+    c2, g2 = np.asarray(d, dtype=float) / 2, np.asarray(gamma, dtype=float) ** 2
+    den = g2 * c2 + g2 ** 2 + L - 1
+    return g2 * np.sqrt(c2) / den, eps ** 2 + g2 - g2 ** 2 * c2 / den

@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr._validate import (check_int, check_key, check_nonneg, check_orthogonal, check_positive,
-                           check_unit, check_interval)
+from slr._validate import (check_int, check_key, check_nonneg, check_orthogonal, check_positive, check_probs,
+                           check_unit)
 
 __all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "draws", "assemble",
            "orthonormal_frame"]
@@ -55,16 +55,6 @@ def sample_oracle_multi(key, d: int, H: int):
     return frame[:H], frame[H:]
 
 
-def _check_probs(p, L):
-    p = np.asarray(p, dtype=float)
-    if p.shape != (L,):
-        raise ValueError(f"p must have shape (L,) = ({L},), got shape {p.shape}")
-    check_interval("p", p, 0.0, 1.0)
-    if abs(p.sum() - 1.0) > 1e-9:
-        raise ValueError(f"p must sum to 1, got sum {p.sum()!r}")
-    return jnp.asarray(p)
-
-
 def sample(key, n: int, k_star, v_star, *, L: int, gamma: float, eps: float = 0.0, p=None):
     """Draw ``n`` i.i.d. samples of SLR(k_star, v_star) (Section 2.1).
 
@@ -89,7 +79,7 @@ def sample(key, n: int, k_star, v_star, *, L: int, gamma: float, eps: float = 0.
     d = int(np.shape(k_star)[0])
     check_unit("v_star", v_star, d=d)
     check_orthogonal("k_star", k_star, "v_star", v_star)
-    probs = None if p is None else _check_probs(p, L)
+    probs = None if p is None else jnp.asarray(check_probs("p", p, L))
     X, y, J = assemble(draws(key, n, L=L, d=d, p=probs), jnp.asarray(k_star)[None], jnp.asarray(v_star)[None],
                        gamma=gamma, eps=eps)
     return X, y, J[:, 0]
@@ -149,12 +139,16 @@ def draws(key, n: int, *, L: int, d: int, H: int = 1, p=None, dtype=jnp.float64)
     return Z, J, G, xi
 
 
-def assemble(draws, k_stars, v_stars, *, gamma, eps):
-    """Samples (X, y, J) for the oracle (k_stars, v_stars), shapes (H, d), from the output of
+def assemble(draws, k_stars, v_stars, *, gamma, eps, d=None):
+    """Samples (X, y, J) for the oracle (k_stars, v_stars), shapes (H, r), from the output of
     :func:`draws`: X_{J_h} = sqrt(d/2) k_star_h + gamma G_h, y = sum_h X_{J_h}.v_star_h + eps xi.
+
+    ``d`` is the ambient dimension (static), by default the tokens' length r = Z.shape[-1]. Draws of
+    r < d coordinates are the tokens' coordinates in an orthonormal frame of a subspace of R^d that
+    holds the oracle (as :mod:`slr.montecarlo` samples): the signal's mean keeps its norm sqrt(d/2).
     Traceable, no checks."""
     Z, J, G, xi = draws
-    d = Z.shape[-1]
+    d = Z.shape[-1] if d is None else d
     signal = math.sqrt(d / 2.0) * k_stars[None].astype(G.dtype) + gamma * G
     X = Z.at[jnp.arange(Z.shape[0])[:, None], J].set(signal)
     v_stars = v_stars.astype(G.dtype)

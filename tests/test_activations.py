@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pytest
 
-from slr import activations as A, predictors, risk, task
+from slr import activations as A, montecarlo as MC, predictors, risk, task
 
 GAMMA = math.sqrt(0.5)
 
@@ -36,20 +36,26 @@ def test_linear_closed_form_oracle_risk():
     """Linear attention at (k*, v*): R = eps^2 + gamma^2 (1 - lam c)^2 + lam^2 gamma^4 + (L-1) lam^2."""
     d, L, eps, lam = 50, 6, 0.1, 0.1
     c = math.sqrt(d / 2)
-    m, s = A.oracle_risk_curve(jax.random.key(0), "linear", [lam], d=d, gamma=GAMMA, L=L, eps=eps, n=200_000)
+    e = np.eye(2)
+    m, s = MC.risk(jax.random.key(0), e[0], e[1], e[0], e[1], lam=[lam], d=d, gamma=GAMMA, L=L, eps=eps,
+                   n=200_000, predictor="linear")
     exact = eps ** 2 + GAMMA ** 2 * (1 - lam * c) ** 2 + lam ** 2 * GAMMA ** 4 + (L - 1) * lam ** 2
+    assert exact == pytest.approx(risk.linear_attention_risk(lam=lam, gamma=GAMMA, d=d, L=L, eps=eps), rel=1e-14)
     assert abs(m[0] - exact) < 5 * s[0]
 
 
-def test_oracle_curve_agrees_with_closed_form_and_monte_carlo_risk():
+def test_oracle_curve_agrees_with_closed_form_and_full_vectors():
     d, L, eps = 100, 5, 0.1
-    m, s = A.oracle_risk_curve(jax.random.key(0), "erf", [0.2], d=d, gamma=GAMMA, L=L, eps=eps, n=100_000)
+    e = np.eye(2)
+    m, s = MC.risk(jax.random.key(0), e[0], e[1], e[0], e[1], lam=[0.2], d=d, gamma=GAMMA, L=L, eps=eps,
+                   n=100_000)
     exact = float(risk.oracle_risk(lam=0.2, gamma=GAMMA, d=d, L=L, eps=eps))
     assert abs(m[0] - exact) < 5 * s[0]
     ks, vs = task.sample_oracle(jax.random.key(1), d)
-    mc, se = risk.monte_carlo_risk(jax.random.key(2), ks, vs, ks, vs, lam=0.2, gamma=GAMMA, L=L, eps=eps,
-                                   n=100_000, predictor=A.attention_relu)
-    m2, s2 = A.oracle_risk_curve(jax.random.key(3), "relu", [0.2], d=d, gamma=GAMMA, L=L, eps=eps, n=100_000)
+    mc, se = MC.risk(jax.random.key(2), ks, vs, ks, vs, lam=0.2, gamma=GAMMA, L=L, eps=eps, n=100_000,
+                     predictor=A.attention_relu)
+    m2, s2 = MC.risk(jax.random.key(3), e[0], e[1], e[0], e[1], lam=[0.2], d=d, gamma=GAMMA, L=L, eps=eps,
+                     n=100_000, predictor="relu")
     assert abs(mc - m2[0]) < 5 * math.hypot(se, s2[0])
 
 
@@ -78,5 +84,6 @@ def test_trainer_validates(kwargs, name):
 def test_unknown_activation_and_bad_lams():
     with pytest.raises(ValueError, match="activation"):
         A.get_predictor("gelu")
-    with pytest.raises(ValueError, match="lams"):
-        A.oracle_risk_curve(jax.random.key(0), "erf", [0.1, -1.0], d=10, gamma=1.0, L=3, n=10)
+    e = np.eye(2)
+    with pytest.raises(ValueError, match="lam"):
+        MC.risk(jax.random.key(0), e[0], e[1], e[0], e[1], lam=[0.1, -1.0], d=10, gamma=1.0, L=3, n=10)

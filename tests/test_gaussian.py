@@ -1,4 +1,4 @@
-"""slr.gaussian against adaptive quadrature, finite differences and the identities of MATH.md section 1."""
+"""slr.gaussian against adaptive quadrature, finite differences and the Gaussian-erf identities (G1)-(G9) (book/oracle.ipynb)."""
 import math
 
 import jax

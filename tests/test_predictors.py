@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import slr  # noqa: F401  (float64)
 from slr import predictors as P, task
@@ -80,3 +81,63 @@ def test_jit_and_grad():
     h = 1e-6
     fd = [(float(f(k + h * e)) - float(f(k - h * e))) / (2 * h) for e in np.eye(3)]
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+
+
+ALL = sorted(P.PREDICTORS)
+
+
+@settings(max_examples=25, deadline=None, database=None)
+@given(lam=st.one_of(st.floats(max_value=0.0, allow_nan=False), st.just(float("nan")), st.just(float("inf")),
+                     st.just(-float("inf"))), name=st.sampled_from(ALL), as_array=st.booleans())
+def test_hyp_every_predictor_refuses_bad_lam(lam, name, as_array):
+    X = np.ones((2, 3, 4))
+    k = np.eye(4)[:1] if name == "multihead" else np.eye(4)[0]
+    v = np.eye(4)[1:2] if name == "multihead" else np.eye(4)[1]
+    lam = np.array([0.5, lam]) if as_array else lam
+    with pytest.raises(ValueError, match=r"\blam\b"):
+        P.PREDICTORS[name](X, k, v, lam)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_predictor_is_traceable(name):
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((5, 3, 4))
+    k = np.eye(4)[:2] if name == "multihead" else np.eye(4)[0]
+    v = np.eye(4)[2:] if name == "multihead" else np.eye(4)[1]
+    f = P.get_predictor(name)
+    out = jax.jit(lambda lam: f(X, k, v, lam))(0.7)
+    np.testing.assert_allclose(out, f(X, k, v, 0.7), rtol=1e-13, atol=1e-15)
+    jax.grad(lambda lam: jnp.sum(f(X, k, v, lam)))(0.7)
+    assert P.get_predictor(f) is f
+    with pytest.raises(ValueError, match="activation"):
+        P.get_predictor("gelu")
+
+
+def test_multihead_sums_heads():
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((6, 5, 4))
+    K, V = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    total = sum(P.attention_erf(X, K[h], V[h], 0.4) for h in range(3))
+    np.testing.assert_allclose(P.attention_multihead(X, K, V, 0.4), total, rtol=1e-12)
+
+
+def test_bayes_is_the_posterior_mean():
+    """gamma = 1: E[Y|X] is Eq. (2) at lam = sqrt(d/2); in general it beats the erf oracle on samples and
+    equals the brute-force posterior mean computed from the Gaussian densities."""
+    d, L = 8, 5
+    ks, vs = task.sample_oracle(jax.random.key(0), d)
+    X, y, _ = task.sample(jax.random.key(1), 4000, ks, vs, L=L, gamma=1.0, eps=0.1)
+    np.testing.assert_allclose(P.bayes(X, ks, vs, gamma=1.0), P.attention_softmax(X, ks, vs, math.sqrt(d / 2)),
+                               rtol=1e-12, atol=1e-14)
+    g = 0.6
+    X, y, _ = task.sample(jax.random.key(2), 4000, ks, vs, L=L, gamma=g, eps=0.1)
+    X, ks_, vs_ = np.asarray(X), np.asarray(ks), np.asarray(vs)
+    mu = math.sqrt(d / 2) * ks_
+    logpost = (-np.sum((X - mu) ** 2, -1) / (2 * g ** 2) - d * math.log(g) + np.sum(X ** 2, -1) / 2)
+    w = np.exp(logpost - logpost.max(-1, keepdims=True))
+    brute = np.sum(w / w.sum(-1, keepdims=True) * (X @ vs_), -1)
+    np.testing.assert_allclose(P.bayes(X, ks, vs, gamma=g), brute, rtol=1e-10, atol=1e-12)
+    y = np.asarray(y)
+    assert np.mean((y - P.bayes(X, ks, vs, gamma=g)) ** 2) < np.mean((y - P.attention_erf(X, ks, vs, 0.5)) ** 2)
+    with pytest.raises(ValueError, match="gamma"):
+        P.bayes(X, ks, vs, gamma=0.0)

@@ -1,18 +1,19 @@
-"""slr.risk: closed forms (Prop. 15, Theorem 1, Prop. 3) against Monte Carlo, finite differences,
-least squares and the values of MATH.md section 4."""
+"""slr.risk: closed forms (Prop. 15, Theorem 1, Prop. 3, affine predictors, linear attention) against
+Monte Carlo (slr.montecarlo), quadrature, finite differences and least squares."""
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import slr  # noqa: F401  (float64)
-from slr import predictors, risk as R, task
+from slr import montecarlo as MC, predictors, risk as R, task
 
 G_HALF = math.sqrt(0.5)
 
-# (lam, gamma, d, L, eps): the parameter sets of MATH.md section 2, plus a small-d one.
+# (lam, gamma, d, L, eps): the paper's (lam = 0.1 and 1 at d = 400, L = 10), varied sets, a small-d one.
 PARAM_SETS = [
     (0.1, G_HALF, 400, 10, 0.1),
     (1.0, G_HALF, 400, 10, 0.1),
@@ -75,7 +76,7 @@ def test_risk_against_monte_carlo():
             ov = random_overlaps(rng, on_manifold=on)
             k, v, ks, vs = frame_point(rng, d, ov)
             n = 200_000 if L <= 5 else 100_000
-            mean, se = R.monte_carlo_risk(jax.random.fold_in(key, 100 * i + j), k, v, ks, vs, lam=lam,
+            mean, se = MC.risk(jax.random.fold_in(key, 100 * i + j), k, v, ks, vs, lam=lam,
                                           gamma=gamma, L=L, eps=eps, n=n, chunk=n)
             exact = float(R.risk(*ov, lam=lam, gamma=gamma, d=d, L=L, eps=eps))
             assert exact >= eps ** 2
@@ -121,8 +122,17 @@ def test_lemma6_on_manifold_and_theorem1():
 @pytest.mark.parametrize("d,expected", [(100, 0.969415), (10 ** 4, 0.122352), (10 ** 6, 0.021436),
                                         (10 ** 8, 0.011146), (10 ** 12, 0.010011)])
 def test_oracle_risk_table(d, expected):
-    """MATH.md section 4: lam = d^(-1/4), L = 10, gamma^2 = 1/2, eps^2 = 0.01."""
-    got = float(R.oracle_risk(lam=d ** -0.25, gamma=G_HALF, d=d, L=10, eps=0.1))
+    """lam = d^(-1/4), L = 10, gamma^2 = 1/2, eps^2 = 0.01. The expected values are Theorem 1 by
+    quadrature, recomputed here: eps^2 + gamma^2 E[erfc(lam sqrt(d/2) + lam gamma Z)^2]
+    + (L - 1) (2/pi) asin(2 lam^2 / (1 + 2 lam^2)), with E over Z ~ N(0, 1) by scipy's adaptive quad."""
+    from scipy import integrate, special
+    lam = d ** -0.25
+    gauss = lambda z: math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+    signal = integrate.quad(lambda z: gauss(z) * special.erfc(lam * math.sqrt(d / 2) + lam * G_HALF * z) ** 2,
+                            -40, 40, epsabs=1e-14, epsrel=1e-12, limit=400)[0]
+    quad = 0.01 + 0.5 * signal + 9 * 2 / math.pi * math.asin(2 * lam ** 2 / (1 + 2 * lam ** 2))
+    got = float(R.oracle_risk(lam=lam, gamma=G_HALF, d=d, L=10, eps=0.1))
+    assert got == pytest.approx(quad, rel=1e-9, abs=1e-12)
     assert got == pytest.approx(expected, abs=6e-7)
 
 
@@ -144,7 +154,7 @@ def test_oracle_risk_against_monte_carlo():
     zs = []
     for i, (lam, gamma, d, L, eps) in enumerate(PARAM_SETS[:4]):
         ks, vs = (np.asarray(x) for x in task.sample_oracle(jax.random.fold_in(key, i), d))
-        mean, se = R.monte_carlo_risk(jax.random.fold_in(key, 50 + i), ks, vs, ks, vs, lam=lam, gamma=gamma,
+        mean, se = MC.risk(jax.random.fold_in(key, 50 + i), ks, vs, ks, vs, lam=lam, gamma=gamma,
                                       L=L, eps=eps, n=50_000, chunk=50_000)
         zs.append((float(R.oracle_risk(lam=lam, gamma=gamma, d=d, L=L, eps=eps)) - mean) / se)
     del rng
@@ -177,7 +187,7 @@ def test_grad_of_risk_against_finite_differences():
     """jax.grad through the closed form (custom JVP of zeta in both arguments) vs central differences."""
     ov = np.array([0.3, -0.4, 0.2, -0.25, 0.15])
     for lam, gamma, d, L, eps in PARAM_SETS[1:5]:
-        f = lambda x, lam_: R._risk(*x, lam_, gamma, d, L, eps)
+        f = lambda x, lam_: R.closed_form(*x, lam_, gamma, d, L, eps)
         g_ov, g_lam = jax.grad(f, argnums=(0, 1))(jnp.asarray(ov), lam)
         h = 1e-6
         for i in range(5):
@@ -251,10 +261,59 @@ def test_linear_risk_closed_forms():
     Ls = np.array([1, 2, 10, 100])
     np.testing.assert_allclose(R.linear_risk(gamma=math.sqrt(g2), L=Ls, eps=0.3),
                                [R.linear_risk(gamma=math.sqrt(g2), L=int(L), eps=0.3) for L in Ls], rtol=1e-13)
-    # L = 5, gamma^2 = 0.5, eps = 0.3: MATH.md section 5 gives 0.53444
+    # L = 5, gamma^2 = 0.5, eps = 0.3: 0.09 + 0.5 * 4 / (5 - 0.5) = 0.09 + 4/9 = 0.53444...
     assert R.linear_risk(gamma=G_HALF, L=5, eps=0.3) == pytest.approx(0.53444, abs=1e-5)
     # uniform p minimises nothing in particular, but the bound with p_max holds
     p = np.array([0.5, 0.3, 0.2])
     bound = g2 * (1 - 0.5) / (1 - 0.5 + 0.5 * g2)
     assert R.linear_risk(gamma=G_HALF, L=3, p=p) >= bound - 1e-15
     assert R.null_risk(gamma=G_HALF, eps=0.3) == pytest.approx(0.59)
+
+
+def test_affine_risk_against_samples_and_prop3():
+    """risk.affine_risk: a random affine predictor against a test-set MSE; Prop. 3's weights give linear_risk."""
+    d, L, gamma, eps, n = 12, 4, G_HALF, 0.2, 200_000
+    ks, vs = task.sample_oracle(jax.random.key(0), d)
+    p = np.array([0.4, 0.3, 0.2, 0.1])
+    rng = np.random.default_rng(1)
+    W, b = 0.1 * rng.standard_normal((L, d)) + 0.3 * np.outer(np.ones(L), np.asarray(vs)), 0.05
+    X, y, _ = task.sample(jax.random.key(2), n, ks, vs, L=L, gamma=gamma, eps=eps, p=p)
+    err = np.square(np.asarray(y) - b - np.asarray(X).reshape(n, -1) @ W.ravel())
+    exact = R.affine_risk(W, b, ks, vs, gamma=gamma, eps=eps, p=p)
+    assert abs(err.mean() - exact) < 4 * err.std(ddof=1) / math.sqrt(n)
+    W_opt = np.asarray(R.linear_weights(vs, gamma=gamma, L=L, p=p))
+    assert R.affine_risk(W_opt, 0.0, ks, vs, gamma=gamma, eps=eps, p=p) == pytest.approx(
+        R.linear_risk(gamma=gamma, L=L, eps=eps, p=p), abs=1e-13)
+    with pytest.raises(ValueError, match="W"):
+        R.affine_risk(W[:, :5], 0.0, ks, vs, gamma=gamma)
+    with pytest.raises(ValueError, match="p"):
+        R.affine_risk(W, 0.0, ks, vs, gamma=gamma, p=np.ones(L))
+
+
+def test_linear_attention_risk_and_its_minimum():
+    """Linear attention at the oracle: the closed form against Monte Carlo; the best lam is the minimum."""
+    d, L, gamma, eps = 50, 6, G_HALF, 0.1
+    lams = np.array([0.05, 0.1, 0.2])
+    exact = R.linear_attention_risk(lam=lams, gamma=gamma, d=d, L=L, eps=eps)
+    e = np.eye(2)
+    m, s = MC.risk(jax.random.key(0), e[0], e[1], e[0], e[1], lam=lams, d=d, gamma=gamma, L=L, eps=eps,
+                   n=200_000, predictor="linear")
+    assert np.all(np.abs(m - exact) < 5 * s), (m, exact, s)
+    lam_best, r_best = R.linear_attention_best(gamma=gamma, d=d, L=L, eps=eps)
+    grid = np.linspace(0.5, 1.5, 201) * lam_best
+    assert r_best == pytest.approx(R.linear_attention_risk(lam=lam_best, gamma=gamma, d=d, L=L, eps=eps), abs=1e-14)
+    assert np.all(R.linear_attention_risk(lam=grid, gamma=gamma, d=d, L=L, eps=eps) >= r_best - 1e-14)
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(u=st.lists(st.floats(-1, 1), min_size=8, max_size=8), lam=st.floats(1e-3, 30),
+       gamma=st.floats(0.05, 3), d=st.integers(4, 10 ** 6), L=st.integers(1, 200), eps=st.floats(0, 2))
+def test_hyp_risk_at_least_eps2(u, lam, gamma, d, L, eps):
+    """R >= eps^2 at every realisable overlap: two unit vectors k, v of R^4 in the frame (k*, v*, e3, e4)."""
+    k, v = np.array(u[:4]), np.array(u[4:])
+    if np.linalg.norm(k) < 1e-3 or np.linalg.norm(v) < 1e-3:
+        return
+    k, v = k / np.linalg.norm(k), v / np.linalg.norm(v)
+    ov = (k[0], v[1], v[0], k[1], k @ v)
+    r = float(R.risk(*ov, lam=lam, gamma=gamma, d=d, L=L, eps=eps))
+    assert r >= eps ** 2 * (1 - 1e-9) - 1e-9 * gamma ** 2, (ov, r)

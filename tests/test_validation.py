@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import slr  # noqa: F401  (float64)
-from slr import predictors as P, risk as R, task
+from slr import montecarlo as MC, predictors as P, risk as R, task
 
 G = math.sqrt(0.5)
 KEY = jax.random.key(0)
@@ -75,9 +75,9 @@ def call_risk_at(**kw):
 def call_mc(**kw):
     args = dict(key=KEY, k=K, v=V, k_star=KS, v_star=VS, lam=0.3, gamma=G, L=5, eps=0.1, n=10, chunk=10)
     args.update(kw)
-    return lambda: R.monte_carlo_risk(args["key"], args["k"], args["v"], args["k_star"], args["v_star"],
-                                      lam=args["lam"], gamma=args["gamma"], L=args["L"], eps=args["eps"],
-                                      n=args["n"], chunk=args["chunk"])
+    return lambda: MC.risk(args["key"], args["k"], args["v"], args["k_star"], args["v_star"],
+                           lam=args["lam"], gamma=args["gamma"], L=args["L"], eps=args["eps"],
+                           n=args["n"], chunk=args["chunk"])
 
 
 def call_linear_risk(**kw):
@@ -157,9 +157,9 @@ for fn in ("risk", "excess_risk", "oracle_risk"):
     CASES += [(fn, "lam", BAD_POS[:7]), (fn, "gamma", BAD_POS[:7]), (fn, "eps", BAD_NONNEG[:4]),
               (fn, "d", [0, 0.5, -3, np.nan, np.inf, True]), (fn, "L", [0, -1, 2.5, True, np.nan, np.inf])]
 for fn in ("risk_at", "monte_carlo_risk"):
-    # risk_at broadcasts like risk (an array of lam is legal there), monte_carlo_risk wants scalars
+    # both broadcast over an array of lam (a grid); monte_carlo_risk wants a scalar gamma
     bad_pos = BAD_POS if fn == "monte_carlo_risk" else BAD_POS[:8]
-    CASES += [(fn, "lam", bad_pos), (fn, "gamma", bad_pos), (fn, "eps", BAD_NONNEG),
+    CASES += [(fn, "lam", BAD_POS[:8]), (fn, "gamma", bad_pos), (fn, "eps", BAD_NONNEG),
               (fn, "k", [NOT_UNIT, NAN_VEC]), (fn, "v", [NOT_UNIT, NAN_VEC]),
               (fn, "k_star", [NOT_UNIT, NAN_VEC]), (fn, "v_star", [NOT_UNIT, NAN_VEC]),
               (fn, "L", [0, 2.5, True, -1])]

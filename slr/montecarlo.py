@@ -1,0 +1,165 @@
+"""The one Monte Carlo estimator of a risk E[(Y - T(X))^2], batched over points and over lam.
+
+:func:`risk` returns the mean squared error of a predictor ``T = f(X, k, v, lam)`` (any of
+:data:`slr.predictors.PREDICTORS`, or a callable) with its standard error, at every point (k, v) of a
+batch and every lam of a grid. Two devices make it cheap and precise:
+
+- **Common random numbers.** Every point and every lam uses the same draws (a given ``key`` always
+  gives the same draws, whatever the predictor and the batch): the curve in lam is smooth, the
+  difference of two entries has a much smaller standard error than each (:func:`squared_errors` and
+  :func:`mean_se` give paired differences), and a batch of points equals separate calls.
+- **Sampling in a frame.** A predictor that reads the tokens through X k and X v, and the label
+  Y = X_{J0}^T v_star + xi, depend on the tokens only through their coordinates in
+  span{k_star, v_star, k, v}. The tokens are drawn exactly in an orthonormal frame of that span,
+  one frame per point (:func:`frame`): the other coordinates are standard Gaussian and independent of what is read, so the
+  estimate has the law of a full d-dimensional one at a cost independent of d. Only the mean of the
+  informative token, sqrt(d/2) k_star, remembers the ambient dimension ``d`` (``task.assemble(d=)``).
+  Vectors may also be given directly as coordinates in such a frame, with the ambient ``d`` passed
+  explicitly (for instance unit vectors of R^4 with prescribed overlaps, and d = 400).
+  A predictor that reads more than these projections (the Bayes predictor reads |X_l|^2) needs
+  ``reduce=False``: the draw is then in the full dimension.
+
+The samples come from the library's one sampler body, :func:`slr.task.draws` + :func:`slr.task.assemble`
+(``k_star`` of shape (H, d) gives the multiple-location task of Eq. (30)).
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from slr import task
+from slr._validate import (check_int, check_key, check_nonneg, check_positive, check_positive_array,
+                           check_unit_rows)
+from slr.predictors import get_predictor
+
+__all__ = ["risk", "squared_errors", "mean_se", "frame"]
+
+
+def frame(vectors, reduce: bool = True):
+    """Orthonormal basis Q, shape (d, r), of a space holding the rows of ``vectors`` (m, d): the QR
+    factor of their span (r = m) when m < d and ``reduce``, else the identity (r = d)."""
+    vectors = jnp.asarray(vectors)
+    m, d = vectors.shape
+    if not reduce or m >= d:
+        return jnp.eye(d)
+    q, _ = jnp.linalg.qr(vectors.T)
+    return q
+
+
+@partial(jax.jit, static_argnames=("m", "L", "d", "predictor"))
+def _chunk_errors(key, K, V, KS, VS, lams, gamma, eps, *, m, L, d, predictor):
+    """Squared errors (P, len(lams), m) on one chunk of m shared draws, for P points given by their
+    coordinates (K, V, KS, VS) in their own frames: the draws are assembled once per point."""
+    H, r = KS.shape[1:]
+    draws = task.draws(key, m, L=L, d=r, H=H)
+
+    def one_point(a):
+        k, v, ks, vs = a
+        X, y, _ = task.assemble(draws, ks, vs, gamma=gamma, eps=eps, d=d)
+        return jax.lax.map(lambda lam: jnp.square(y - predictor(X, k, v, lam)), lams)
+
+    return jax.lax.map(one_point, (K, V, KS, VS))
+
+
+def _oracle(k_star, v_star):
+    ks = np.atleast_2d(np.asarray(k_star, dtype=float))
+    vs = np.atleast_2d(np.asarray(v_star, dtype=float))
+    if ks.ndim != 2 or ks.shape != vs.shape:
+        raise ValueError(f"k_star and v_star must have the same shape (d,) or (H, d), got "
+                         f"{np.shape(k_star)} and {np.shape(v_star)}")
+    both = np.concatenate([ks, vs])
+    if not np.all(np.isfinite(both)) or np.max(np.abs(both @ both.T - np.eye(len(both)))) > 1e-6:
+        raise ValueError("k_star and v_star must be mutually orthonormal (rows)")
+    return ks, vs
+
+
+def _chunks(key, k, v, k_star, v_star, *, lam, gamma, L, eps, n, d, predictor, chunk, reduce):
+    """Checks, the frame, then the squared errors chunk by chunk: (generator of (G, m) arrays, shape)."""
+    n, chunk, L = (check_int(name, val) for name, val in (("n", n), ("chunk", chunk), ("L", L)))
+    check_positive_array("lam", lam), check_positive("gamma", gamma), check_nonneg("eps", eps)
+    check_key("key", key)
+    predictor = get_predictor(predictor)
+    ks, vs = _oracle(k_star, v_star)
+    r0 = ks.shape[1]
+    per_point = 2 if getattr(predictor, "heads", False) else 1
+    k, v = np.asarray(k, dtype=float), np.asarray(v, dtype=float)
+    if k.shape != v.shape or k.ndim < per_point or k.shape[-1] != r0:
+        raise ValueError(f"k and v must have the same shape (..., {'H, ' * (per_point - 1)}d={r0}), got "
+                         f"{k.shape} and {v.shape}")
+    check_unit_rows("k", k, d=r0, max_ndim=None)
+    check_unit_rows("v", v, d=r0, max_ndim=None)
+    d = r0 if d is None else check_int("d", d, lo=r0)
+    if reduce is False and d != r0:
+        raise ValueError(f"d must equal the vectors' length {r0} when reduce=False, got {d!r}")
+    points, head = k.shape[:k.ndim - per_point], k.shape[k.ndim - per_point:-1]
+    red = lambda Q, a: jnp.stack([Q.T @ jnp.asarray(x) for x in a.reshape(-1, r0)])  # frame coordinates
+    K, V, KS, VS = [], [], [], []
+    for kp, vp in zip(k.reshape(-1, *head, r0), v.reshape(-1, *head, r0)):  # one frame per point
+        Q = frame(np.concatenate([ks, vs, kp.reshape(-1, r0), vp.reshape(-1, r0)]), reduce)
+        K.append(red(Q, kp).reshape(*head, -1))
+        V.append(red(Q, vp).reshape(*head, -1))
+        KS.append(red(Q, ks))
+        VS.append(red(Q, vs))
+    K, V, KS, VS = map(jnp.stack, (K, V, KS, VS))
+    lams = np.asarray(lam, dtype=float)
+    lam_grid = jnp.asarray(lams.ravel())
+    m = min(chunk, n)
+
+    def gen():
+        for i, kk in enumerate(jax.random.split(key, -(-n // m))):
+            err = _chunk_errors(kk, K, V, KS, VS, lam_grid, gamma, eps, m=m, L=L, d=d, predictor=predictor)
+            yield np.asarray(err).reshape(-1, m)[:, : min(m, n - i * m)]
+
+    return gen(), points + lams.shape
+
+
+def risk(key, k, v, k_star, v_star, *, lam, gamma, L, eps=0.0, n, d=None, predictor="erf",
+         chunk: int = 200_000, reduce: bool = True):
+    """Monte Carlo estimate of E[(Y - f(X, k, v, lam))^2] with its standard error: (mean, stderr).
+
+    Args:
+        key: JAX PRNG key; the samples depend on it alone (common random numbers).
+        k, v: unit vectors of shape (..., d) (the leading axes are a batch of points), or (..., H, d)
+            for the multi-head predictor of Eq. (31).
+        k_star, v_star: the oracle, orthonormal, shape (d,) (or (H, d): the task of Eq. (30)).
+        lam: inverse temperature, a scalar or an array of any shape (a grid), every entry > 0.
+        gamma, eps: standard deviations of the informative token and of the label noise.
+        L: tokens per sequence; n: samples per entry (>= 1), drawn ``chunk`` at a time.
+        d: ambient dimension when the vectors are coordinates in an orthonormal frame of a
+            subspace of R^d holding them all (default: their length).
+        predictor: a name of :data:`slr.predictors.PREDICTORS` or a callable ``f(X, k, v, lam)``.
+        reduce: sample in the frame of span{k_star, v_star, k, v} (False: in all d coordinates).
+
+    Returns:
+        mean and stderr, arrays of shape ``points + lam.shape`` (NumPy scalars for one point, one lam).
+        The risk includes the noise: its expectation is >= eps^2.
+    """
+    chunks, shape = _chunks(key, k, v, k_star, v_star, lam=lam, gamma=gamma, L=L, eps=eps, n=n, d=d,
+                            predictor=predictor, chunk=chunk, reduce=reduce)
+    total, total2, count = 0.0, 0.0, 0
+    for err in chunks:
+        total = total + err.sum(axis=1)
+        total2 = total2 + np.square(err).sum(axis=1)
+        count += err.shape[1]
+    mean = total / count
+    var = np.maximum(total2 / count - mean ** 2, 0.0) * count / max(count - 1, 1)
+    return mean.reshape(shape)[()], np.sqrt(var / count).reshape(shape)[()]
+
+
+def squared_errors(key, k, v, k_star, v_star, *, lam, gamma, L, eps=0.0, n, d=None, predictor="erf",
+                   chunk: int = 200_000, reduce: bool = True):
+    """The squared errors behind :func:`risk` (same arguments, same samples): an array of shape
+    ``points + lam.shape + (n,)``, for paired comparisons (:func:`mean_se` of a difference)."""
+    chunks, shape = _chunks(key, k, v, k_star, v_star, lam=lam, gamma=gamma, L=L, eps=eps, n=n, d=d,
+                            predictor=predictor, chunk=chunk, reduce=reduce)
+    return np.concatenate(list(chunks), axis=1).reshape(*shape, -1)
+
+
+def mean_se(errors, axis: int = -1):
+    """Sample mean and standard error of the mean along ``axis``: (mean, std(ddof=1) / sqrt(n))."""
+    errors = np.asarray(errors)
+    n = errors.shape[axis]
+    return errors.mean(axis=axis), errors.std(axis=axis, ddof=1) / np.sqrt(n)

@@ -1,0 +1,118 @@
+"""slr.montecarlo: the one Monte Carlo risk estimator, against the closed form of Prop. 15 (z-scores), on
+and off the manifold; common random numbers; batching; the frame reduction; validation."""
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import slr  # noqa: F401  (float64)
+from slr import montecarlo as MC, predictors as P, risk as R, task
+
+G = math.sqrt(0.5)
+
+
+def in_frame(kappa, nu, theta, eta, rho):
+    """Unit k, v of R^4 with the five overlaps, in the frame (k*, v*, e3, e4) = the standard basis."""
+    a = math.sqrt(1 - kappa ** 2 - eta ** 2)
+    b = (rho - kappa * theta - eta * nu) / a
+    return np.array([kappa, eta, a, 0.0]), np.array([theta, nu, b, math.sqrt(1 - theta ** 2 - nu ** 2 - b ** 2)])
+
+
+POINTS = [(1.0 - 1e-12, 1.0, 0.0, 0.0, 0.0), (0.5, -0.3, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0, 0.0),
+          (0.5, 0.3, 0.6, -0.4, 0.2), (0.9, 0.2, 0.1, 0.2, 0.3), (-0.3, 0.6, -0.5, 0.1, -0.3)]
+
+
+def test_against_prop15_on_and_off_manifold():
+    d, L, eps, lams = 400, 10, 0.1, np.array([0.1, 1.0])
+    K, V = map(np.stack, zip(*[in_frame(*p) for p in POINTS]))
+    E = np.eye(4)
+    m, s = MC.risk(jax.random.key(0), K, V, E[0], E[1], lam=lams, d=d, gamma=G, L=L, eps=eps, n=100_000)
+    assert m.shape == s.shape == (len(POINTS), 2)
+    exact = np.array([[float(R.risk(*p, lam=lam, gamma=G, d=d, L=L, eps=eps)) for lam in lams] for p in POINTS])
+    z = (m - exact) / s
+    assert np.max(np.abs(z)) < 4.5, z
+
+
+def test_full_vectors_in_high_dimension_match_the_closed_form():
+    """Vectors of R^300: the estimator builds the frame of span{k*, v*, k, v} itself."""
+    d, L, eps, lam = 300, 5, 0.2, 0.3
+    F = np.asarray(task.orthonormal_frame(jax.random.key(1), d, 4))
+    k4, v4 = in_frame(*POINTS[3])
+    m, s = MC.risk(jax.random.key(2), k4 @ F, v4 @ F, F[0], F[1], lam=lam, gamma=G, L=L, eps=eps, n=100_000)
+    exact = float(R.risk(*POINTS[3], lam=lam, gamma=G, d=d, L=L, eps=eps))
+    assert abs(m - exact) < 4 * s
+
+
+def test_common_random_numbers():
+    """Neighbouring lams share their samples: their difference is far more precise than each value."""
+    E = np.eye(4)
+    k, v = in_frame(*POINTS[3])
+    errs = MC.squared_errors(jax.random.key(3), k, v, E[0], E[1], lam=[0.30, 0.31], d=100, gamma=G, L=5,
+                             eps=0.1, n=20_000)
+    assert errs.shape == (2, 20_000)
+    mean, se = MC.mean_se(errs)
+    dm, dse = MC.mean_se(errs[1] - errs[0])
+    assert dse < 0.1 * se.min(), (dse, se)
+    m2, s2 = MC.risk(jax.random.key(3), k, v, E[0], E[1], lam=[0.30, 0.31], d=100, gamma=G, L=5, eps=0.1,
+                     n=20_000)
+    np.testing.assert_allclose(m2, mean, rtol=1e-12)
+    np.testing.assert_allclose(s2, se, rtol=1e-9)
+
+
+def test_batch_equals_separate_calls():
+    E = np.eye(4)
+    K, V = map(np.stack, zip(*[in_frame(*p) for p in POINTS[:3]]))
+    kw = dict(lam=np.array([[0.2], [0.5]]), d=50, gamma=G, L=4, eps=0.1, n=5_000, chunk=2_000)
+    m, s = MC.risk(jax.random.key(4), K, V, E[0], E[1], **kw)
+    assert m.shape == (3, 2, 1)
+    for i in range(3):
+        mi, si = MC.risk(jax.random.key(4), K[i], V[i], E[0], E[1], **kw)
+        np.testing.assert_array_equal(mi, m[i])
+        np.testing.assert_array_equal(si, s[i])
+    # the same key gives the same draws whatever the predictor: argmax at the oracle reaches eps^2 exactly
+    errs = MC.squared_errors(jax.random.key(4), E[0], E[1], E[0], E[1], lam=1.0, d=50, gamma=G, L=4, eps=0.1,
+                             n=5_000, predictor="argmax")
+    assert errs.shape == (5_000,)
+
+
+def test_multihead_points_and_multiple_locations():
+    """Eq. (31) heads on the task of Eq. (30): two heads at the two oracles beat the null risk
+    2 gamma^2 + eps^2 and swapped values, and one head (H = 1) is Eq. (3)."""
+    d, L = 80, 10
+    Fr = np.asarray(task.orthonormal_frame(jax.random.key(5), d, 4))
+    ks, vs = Fr[:2], Fr[2:]
+    m, s = MC.risk(jax.random.key(6), np.stack([ks, ks]), np.stack([vs, vs[::-1]]), ks, vs, lam=[0.1], gamma=G,
+                   L=L, eps=0.1, n=20_000, predictor="multihead")
+    assert m.shape == (2, 1) and m[0, 0] + 4 * s[0, 0] < 2 * G ** 2 + 0.01 < m[1, 0]
+    e = np.eye(2)
+    m1, _ = MC.risk(jax.random.key(7), e[0][None], e[1][None], e[0], e[1], lam=0.3, d=d, gamma=G, L=L,
+                    eps=0.1, n=20_000, predictor="multihead")
+    m2, _ = MC.risk(jax.random.key(7), e[0], e[1], e[0], e[1], lam=0.3, d=d, gamma=G, L=L, eps=0.1, n=20_000)
+    assert m1 == pytest.approx(m2, rel=1e-12)
+
+
+def test_bayes_predictor_needs_the_full_draw():
+    """E[Y | X] reads |X_l|^2: with reduce=False its risk is near eps^2 at d = 32 (and below erf's)."""
+    d, L, eps = 32, 10, 0.1
+    ks, vs = task.sample_oracle(jax.random.key(0), d)
+    bayes = lambda X, k, v, lam: P.bayes(X, k, v, gamma=G)
+    m, s = MC.risk(jax.random.key(1), ks, vs, ks, vs, lam=1.0, gamma=G, L=L, eps=eps, n=20_000,
+                   predictor=bayes, reduce=False)
+    assert eps ** 2 - 4 * s < m < 1.2 * eps ** 2
+    with pytest.raises(ValueError, match="d"):
+        MC.risk(jax.random.key(1), ks, vs, ks, vs, lam=1.0, d=64, gamma=G, L=L, n=10, reduce=False)
+
+
+@pytest.mark.parametrize("kw,name", [({"lam": 0.0}, "lam"), ({"lam": [0.1, np.nan]}, "lam"),
+                                     ({"gamma": -1.0}, "gamma"), ({"eps": -0.1}, "eps"), ({"n": 0}, "n"),
+                                     ({"L": 0}, "L"), ({"d": 3}, "d"), ({"chunk": 1.5}, "chunk"),
+                                     ({"predictor": "gelu"}, "activation"), ({"k": np.ones(4)}, "k"),
+                                     ({"v_star": np.eye(4)[0]}, "v_star")])
+def test_validation(kw, name):
+    E = np.eye(4)
+    args = dict(k=E[2], v=E[3], k_star=E[0], v_star=E[1], lam=0.5, gamma=G, L=3, eps=0.0, n=10, d=100)
+    args.update(kw)
+    key_args = [args.pop(a) for a in ("k", "v", "k_star", "v_star")]
+    with pytest.raises(ValueError, match=name):
+        MC.risk(jax.random.key(0), *key_args, **args)
