@@ -1,8 +1,6 @@
 """On-disk memoisation of expensive results, under a key that is complete by construction.
 
-A chapter that trains for a minute should not train twice in one CI run (nbval executes each chapter,
-then the book build executes it again). A result (a dict of arrays) is stored as ``.npz`` under
-:func:`cache_dir` and keyed by the SHA-256 of
+A result (a dict of arrays) is stored as ``.npz`` under :func:`cache_dir`, keyed by the SHA-256 of
 
 - the result's name and its configuration in the canonical encoding of :func:`canonical` (every field of
   a dataclass, dict, list or tuple; arrays by dtype, shape and *all* their bytes; floats by ``repr``;
@@ -15,8 +13,8 @@ then the book build executes it again). A result (a dict of arrays) is stored as
 :func:`memoized` decorates a public function returning a dict of arrays: its key is the function's
 qualified name and *all* its bound arguments, so no caller writes a key. :func:`memoize` keeps the
 older ``memoize(name, config, compute)`` form. The cache lives in ``_build/slr-cache`` of a source
-checkout (never committed), else in ``~/.cache/slr``; ``SLR_CACHE_DIR`` moves it, ``SLR_CACHE=0``
-disables it, and ``with cache.bypass():`` disables it for a block without touching ``os.environ``.
+checkout, else ``~/.cache/slr``; ``SLR_CACHE_DIR`` moves it, ``SLR_CACHE=0`` or ``with cache.bypass():``
+(which leaves ``os.environ`` alone) turns it off.
 """
 from __future__ import annotations
 
@@ -27,7 +25,6 @@ import dataclasses
 import enum
 import functools
 import hashlib
-import importlib.metadata
 import inspect
 import os
 import sys
@@ -46,9 +43,8 @@ _BYPASS = contextvars.ContextVar("slr_cache_bypass", default=False)
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("SLR_CACHE_DIR")
-    if env:
-        return Path(env)
+    if os.environ.get("SLR_CACHE_DIR"):
+        return Path(os.environ["SLR_CACHE_DIR"])
     repo = _PKG.parent
     if (repo / "_config.yml").exists() and (repo / "_toc.yml").exists():
         return repo / "_build" / "slr-cache"
@@ -73,14 +69,12 @@ def bypass():
 @functools.lru_cache(maxsize=None)
 def library_versions() -> dict[str, str]:
     """The versions that enter every key: Python, jax, jaxlib, numpy and slr."""
+    import jax
+    import jaxlib
+
     from . import __version__
-    out = {"python": sys.version, "slr": __version__}
-    for dist in ("jax", "jaxlib", "numpy"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist] = "absent"
-    return out
+    return {"python": sys.version, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+            "numpy": np.__version__, "slr": __version__}
 
 
 def _imports(name: str) -> set[str]:
@@ -193,10 +187,8 @@ def canonical(obj) -> bytes:
         return _tok("n", repr(obj).encode())
     if isinstance(obj, (int, float, complex)) and not isinstance(obj, np.generic):
         return _tok(type(obj).__name__[0], repr(obj).encode())
-    if isinstance(obj, str):
-        return _tok("s", obj.encode())
-    if isinstance(obj, bytes):
-        return _tok("y", obj)
+    if isinstance(obj, (str, bytes)):
+        return _tok("s", obj.encode()) if isinstance(obj, str) else _tok("y", obj)
     if isinstance(obj, (np.ndarray, np.generic)) or type(obj).__module__.startswith("jax"):
         if hasattr(obj, "dtype") and hasattr(obj, "shape"):
             return _array(obj)
@@ -272,17 +264,20 @@ def cache_key(name: str, config, compute: Callable | None = None, modules=None, 
     return hashlib.sha256(b"".join(parts)).hexdigest()[:32]
 
 
-def _load_or_compute(path: Path | None, compute) -> dict[str, np.ndarray]:
-    if path is not None and path.exists():
+def _memo(name: str, config, compute, keyed, *, use_cache, modules, follow) -> dict[str, np.ndarray]:
+    """``compute()`` as NumPy arrays, read from (or written to) the file of its key when the cache is on."""
+    if not (enabled() if use_cache is None else use_cache):
+        return {k: np.asarray(v) for k, v in compute().items()}
+    path = cache_dir() / f"{name}-{cache_key(name, config, keyed, modules, follow=follow)}.npz"
+    if path.exists():
         with np.load(path, allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
     out = {k: np.asarray(v) for k, v in compute().items()}
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
-        os.close(fd)
-        np.savez(tmp, **out)
-        os.replace(tmp, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
+    os.close(fd)
+    np.savez(tmp, **out)
+    os.replace(tmp, path)          # atomic: concurrent writers (pytest -n, nbval + build) never tear a file
     return out
 
 
@@ -293,9 +288,7 @@ def memoize(name: str, config, compute: Callable[[], Mapping[str, np.ndarray]],
     The arrays come back as NumPy arrays, bit-identical to the ones computed. ``modules`` narrows the
     slr part of the key to the named modules and those they import (default: the whole package).
     """
-    use = enabled() if use_cache is None else use_cache
-    path = cache_dir() / f"{name}-{cache_key(name, config, compute, modules)}.npz" if use else None
-    return _load_or_compute(path, compute)
+    return _memo(name, config, compute, compute, use_cache=use_cache, modules=modules, follow=True)
 
 
 def memoized(fn=None, *, modules=None):
@@ -312,11 +305,7 @@ def memoized(fn=None, *, modules=None):
     def wrapper(*args, use_cache: bool | None = None, **kwargs):
         bound = sig.bind(*args, **kwargs)
         bound.apply_defaults()
-        use = enabled() if use_cache is None else use_cache
-        path = None
-        if use:
-            key = cache_key(name, dict(bound.arguments), fn, modules, follow=False)
-            path = cache_dir() / f"{name}-{key}.npz"
-        return _load_or_compute(path, lambda: fn(*bound.args, **bound.kwargs))
+        return _memo(name, dict(bound.arguments), lambda: fn(*bound.args, **bound.kwargs), fn,
+                     use_cache=use_cache, modules=modules, follow=False)
 
     return wrapper

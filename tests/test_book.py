@@ -63,8 +63,7 @@ def test_markdown_table_from_dict_rows_and_sequences():
         book.markdown_table({})
 
 
-def test_timed_bypasses_the_cache_without_touching_the_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
+def test_timed_bypasses_the_cache_without_touching_the_environment(result_cache):
     env = dict(os.environ)
     seen = []
 
@@ -75,4 +74,4 @@ def test_timed_bypasses_the_cache_without_touching_the_environment(tmp_path, mon
     out, seconds = book.timed(compute, 3.0, scale=2.0)
     assert out["y"] == 6.0 and seconds >= 0.0 and seen == [False]
     assert dict(os.environ) == env and cache.enabled()
-    assert not list(tmp_path.glob("*.npz"))                   # nothing stored, nothing read
+    assert not list(result_cache.glob("*.npz"))                   # nothing stored, nothing read

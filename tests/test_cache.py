@@ -203,21 +203,20 @@ def draws(seed, n=4, *, scale=1.0, dtype="float64"):
     return {"x": x, "n": np.int64(n)}
 
 
-def test_memoized_keys_on_all_bound_arguments(tmp_path, monkeypatch):
-    monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
+def test_memoized_keys_on_all_bound_arguments(result_cache):
     CALLS.clear()
     first = draws(0)
     assert draws(0, 4, scale=1.0)["x"].tobytes() == first["x"].tobytes()    # defaults applied: a hit
-    assert len(list(tmp_path.glob("*.npz"))) == 1 and CALLS == [0]
+    assert len(list(result_cache.glob("*.npz"))) == 1 and CALLS == [0]
     for variant in (dict(seed=1), dict(seed=0, n=5), dict(seed=0, scale=2.0), dict(seed=0, dtype="float32")):
         draws(**variant)
-    assert len(list(tmp_path.glob("*.npz"))) == 5 and len(CALLS) == 5
+    assert len(list(result_cache.glob("*.npz"))) == 5 and len(CALLS) == 5
     fresh = draws(0, use_cache=False)
     with cache.bypass():
         bypassed = draws(0)
         assert not cache.enabled()
     assert cache.enabled() and "SLR_CACHE" not in os.environ
-    assert len(CALLS) == 7 and len(list(tmp_path.glob("*.npz"))) == 5
+    assert len(CALLS) == 7 and len(list(result_cache.glob("*.npz"))) == 5
     again = draws(0)
     for other in (fresh, bypassed, again):
         assert other["x"].dtype == first["x"].dtype
@@ -226,15 +225,14 @@ def test_memoized_keys_on_all_bound_arguments(tmp_path, monkeypatch):
         draws(lambda: 0)
 
 
-def test_memoize_bit_identical(tmp_path, monkeypatch):
-    monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
+def test_memoize_bit_identical(result_cache):
     kw = dict(steps=400, repeats=3, log_every=10)
     first = E.run("fig7b", **kw)            # computed, then stored
-    assert len(list(tmp_path.glob("*.npz"))) == 1
+    assert len(list(result_cache.glob("*.npz"))) == 1
     second = E.run("fig7b", **kw)           # read back from disk
     with cache.bypass():
         fresh = E.run("fig7b", **kw)        # recomputed, the cache bypassed
-    assert len(list(tmp_path.glob("*.npz"))) == 1
+    assert len(list(result_cache.glob("*.npz"))) == 1
     for f in ("step", "kappa", "nu", "theta", "eta", "rho", "excess_risk"):
         a, b, c = (np.asarray(getattr(t, f)) for t in (first, second, fresh))
         assert a.dtype == b.dtype == c.dtype
@@ -244,12 +242,11 @@ def test_memoize_bit_identical(tmp_path, monkeypatch):
     np.testing.assert_array_equal(out["kappa"], first.kappa)
 
 
-def test_cache_reads_disk(tmp_path, monkeypatch):
+def test_cache_reads_disk(result_cache):
     """The second call really comes from disk: a doctored file is returned as is."""
-    monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
     kw = dict(steps=200, repeats=3, log_every=5)
     E.run("fig7b", **kw)
-    (path,) = tmp_path.glob("*.npz")
+    (path,) = result_cache.glob("*.npz")
     data = dict(np.load(path))
     data["kappa"] = data["kappa"] + 1.0
     np.savez(path, **data)
