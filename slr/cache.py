@@ -79,9 +79,8 @@ def library_versions() -> dict[str, str]:
 
 def _imports(name: str) -> set[str]:
     """The modules of slr that module ``name`` imports with ``from . import x`` or ``from .x import y``."""
-    tree = ast.parse((_PKG / f"{name}.py").read_text())
     out = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse((_PKG / f"{name}.py").read_text())):
         if isinstance(node, ast.ImportFrom) and node.level == 1:
             out |= {node.module} if node.module else {a.name for a in node.names}
     return {m.split(".")[0] for m in out if (_PKG / f"{m.split('.')[0]}.py").exists()}
@@ -138,9 +137,7 @@ def _module_level(fn) -> bool:
     qual, mod = getattr(fn, "__qualname__", ""), sys.modules.get(getattr(fn, "__module__", None) or "")
     if mod is None or not qual or "<" in qual:
         return False
-    obj = mod
-    for part in qual.split("."):
-        obj = getattr(obj, part, None)
+    obj = functools.reduce(lambda o, part: getattr(o, part, None), qual.split("."), mod)
     return obj is fn or (obj is not None and inspect.unwrap(obj) is fn)
 
 
@@ -212,11 +209,7 @@ def canonical(obj) -> bytes:
 
 
 def _names(code: types.CodeType) -> set[str]:
-    out = set(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            out |= _names(c)
-    return out
+    return set(code.co_names).union(*(_names(c) for c in code.co_consts if isinstance(c, types.CodeType)))
 
 
 def _loose(value, module: dict, seen: set) -> bytes:
