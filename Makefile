@@ -9,6 +9,13 @@ ASSETS := _build/offline-assets/.stamp
 # Debian packages installed only where absent (root, or sudo when available).
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT    := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
+# JAX's persistent compilation cache, shared by the unit tests (tests/conftest.py), nbval and the book
+# build: a second run compiles nothing. Every program is cached, however small. `make clean` empties it.
+export JAX_COMPILATION_CACHE_DIR := $(CURDIR)/_build/jax-cache
+export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS := 0
+export JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES := 0
+# The unit suite on every core (pytest-xdist; pyproject.toml sends one test file to each worker).
+UNIT   := $(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py -n auto
 
 .PHONY: install assets chromium book test unit notebooks browser course pdf binder-check build-check bench clean
 
@@ -37,13 +44,13 @@ book: install assets
 
 ## Unit tests, nbval run of every chapter, the book build, then every page in headless Chromium.
 test: install assets chromium
-	$(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py
+	$(UNIT)
 	$(BIN)/python -m pytest --nbval-lax book -q
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py -q
 
 unit: install
-	$(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py
+	$(UNIT)
 
 notebooks: install
 	$(BIN)/python -m pytest --nbval-lax book -q

