@@ -1,6 +1,9 @@
-"""The paper's Section 5 / Appendix E.2 experiments as named, frozen configurations.
+"""Every experiment of the book as a named, frozen configuration: ``run(name, **overrides)``.
 
-Each figure is one :class:`Config` (parameters from the paper: Section 5 and Appendix E.2):
+An :class:`Experiment` is a frozen configuration (a dataclass with a ``validate()`` method), the
+module-level function that computes its result from ``(config, seed)`` as a dict of arrays, and the
+function that reads that dict back (a :class:`slr.pgd.Trajectory` for the dynamics figures). The
+paper's Section 5 figures (Appendix E.2 for Figure 5) are :class:`DynamicsConfig` entries:
 
 | name  | init     | d   | lam_t               | alpha | steps  | batch | eps |
 |-------|----------|-----|---------------------|-------|--------|-------|-----|
@@ -10,8 +13,9 @@ Each figure is one :class:`Config` (parameters from the paper: Section 5 and App
 | fig7a | sphere   | 400 | 0.9                 | 1e-3  | 120000 | exact | 0   |
 | fig7b | sphere   | 400 | 0.1                 | 4e-3  | 20000  | exact | 0   |
 
-All with L = 10, gamma^2 = 1/2 and 30 repeats. :func:`run` runs one at the paper's full scale
-(all repeats, all steps) and memoises the result on disk (:mod:`slr.cache`)::
+All with L = 10, gamma = sqrt(1/2) (the paper's gamma^2 = 1/2) and 30 repeats. :func:`run` runs an
+experiment at its full scale and memoises the result on disk (:mod:`slr.cache`, keyed by the name, the
+whole configuration, the seed, the code and the library versions)::
 
     traj = run("fig4a")                              # the paper's Figure 4(a)
     traj = run("fig4a", steps=2000, repeats=3)       # one field changed
@@ -19,36 +23,37 @@ All with L = 10, gamma^2 = 1/2 and 30 repeats. :func:`run` runs one at the paper
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
 
 from slr import cache, pgd, sgd, task
-from slr._validate import check_int
+from slr._validate import check_int, check_nonneg, check_positive
 
-__all__ = ["Config", "CONFIGS", "run", "config"]
+__all__ = ["Experiment", "DynamicsConfig", "EXPERIMENTS", "CONFIGS", "config", "run", "simulate"]
 
 
 @dataclass(frozen=True)
-class Config:
-    """One PGD experiment. ``lam_t = lam0 / (1 + lam_decay * t)`` (lam_decay = 0: constant).
+class DynamicsConfig:
+    """One PGD experiment (Definition 1) on SLR, lam_t = lam0 / (1 + lam_decay t) (0: constant).
 
     ``batch=None`` means exact gradients of the closed-form risk (:func:`slr.pgd.pgd`); an integer
     means stochastic PGD on fresh mini-batches of that size (:func:`slr.sgd.sgd`), with the excess
-    risk estimated on ``n_test`` fixed test samples. ``gamma2`` is the paper's gamma^2 (a variance).
+    risk estimated on ``n_test`` fixed test samples. ``gamma`` is the standard deviation of the
+    informative token (the paper's gamma^2 = 1/2 is ``gamma = sqrt(0.5)``).
     ``dtype`` is "float64" or "float32"; ``reduced`` selects the exact 4-D simulation (exact PGD only;
     for the float32 Lemma 4 comparison use ``run("fig4b", dtype="float32", reduced=False)``).
     ``log_every`` gives 1001 logged points per figure; the exact-PGD figures then share one compiled
     program (the schedule, step size and log interval are traced).
     """
-    figure: str
     init: str             # "sphere" or "manifold"
     d: int
     L: int
-    gamma2: float
+    gamma: float
     lam0: float
     lam_decay: float
     alpha: float
@@ -61,64 +66,45 @@ class Config:
     reduced: bool = True
     dtype: str = "float64"
 
-    @property
-    def gamma(self) -> float:
-        """Standard deviation of the informative token: sqrt(gamma2)."""
-        return math.sqrt(self.gamma2)
-
     def lam(self):
         """The schedule lam_t = lam0 / (1 + lam_decay t), as a :class:`slr.pgd.InverseTime`
         (a callable step -> lam_t whose numbers are traced, so all figures share one compilation)."""
         return pgd.InverseTime(float(self.lam0), float(self.lam_decay))
 
+    def validate(self) -> "DynamicsConfig":
+        """Every field in range (ValueError naming the field otherwise); returns the configuration."""
+        if self.init not in ("sphere", "manifold"):
+            raise ValueError(f"init must be 'sphere' or 'manifold', got {self.init!r}")
+        if self.dtype not in ("float64", "float32"):
+            raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
+        check_int("d", self.d, lo=4 if self.init == "manifold" else 2)
+        for name in ("L", "steps", "repeats", "log_every", "n_test"):
+            check_int(name, getattr(self, name))
+        for name in ("gamma", "lam0", "alpha"):
+            check_positive(name, getattr(self, name))
+        check_nonneg("lam_decay", self.lam_decay)
+        check_nonneg("eps", self.eps)
+        if self.batch is not None:
+            check_int("batch", self.batch)
+            if self.dtype != "float64":
+                raise ValueError(f"dtype must be 'float64' for stochastic runs (batch={self.batch}), "
+                                 f"got {self.dtype!r}")
+        return self
 
-CONFIGS = {
-    "fig4a": Config("fig4a", "sphere", 400, 10, 0.5, 1.0, 1e-4, 4e-3, 120_000, 30, 120),
-    "fig4b": Config("fig4b", "manifold", 400, 10, 0.5, 0.1, 0.0, 4e-3, 20_000, 30, 20),
-    "fig5": Config("fig5", "sphere", 80, 10, 0.5, 2.0, 1e-4, 1e-3, 200_000, 30, 200, batch=5, eps=0.1),
-    "fig7a": Config("fig7a", "sphere", 400, 10, 0.5, 0.9, 0.0, 1e-3, 120_000, 30, 120),
-    "fig7b": Config("fig7b", "sphere", 400, 10, 0.5, 0.1, 0.0, 4e-3, 20_000, 30, 20),
+
+_G = math.sqrt(0.5)
+_FIGURES = {
+    "fig4a": DynamicsConfig("sphere", 400, 10, _G, 1.0, 1e-4, 4e-3, 120_000, 30, 120),
+    "fig4b": DynamicsConfig("manifold", 400, 10, _G, 0.1, 0.0, 4e-3, 20_000, 30, 20),
+    "fig5": DynamicsConfig("sphere", 80, 10, _G, 2.0, 1e-4, 1e-3, 200_000, 30, 200, batch=5, eps=0.1),
+    "fig7a": DynamicsConfig("sphere", 400, 10, _G, 0.9, 0.0, 1e-3, 120_000, 30, 120),
+    "fig7b": DynamicsConfig("sphere", 400, 10, _G, 0.1, 0.0, 4e-3, 20_000, 30, 20),
 }
 
 
-def _validate(cfg: Config) -> Config:
-    if cfg.init not in ("sphere", "manifold"):
-        raise ValueError(f"init must be 'sphere' or 'manifold', got {cfg.init!r}")
-    if cfg.dtype not in ("float64", "float32"):
-        raise ValueError(f"dtype must be 'float64' or 'float32', got {cfg.dtype!r}")
-    check_int("d", cfg.d, lo=4 if cfg.init == "manifold" else 2)
-    check_int("L", cfg.L, lo=1)
-    check_int("steps", cfg.steps, lo=1)
-    check_int("repeats", cfg.repeats, lo=1)
-    check_int("log_every", cfg.log_every, lo=1)
-    check_int("n_test", cfg.n_test, lo=1)
-    for name in ("gamma2", "lam0", "alpha"):
-        val = getattr(cfg, name)
-        if not (isinstance(val, (int, float)) and math.isfinite(val) and val > 0):
-            raise ValueError(f"{name} must be > 0, got {val!r}")
-    for name in ("lam_decay", "eps"):
-        val = getattr(cfg, name)
-        if not (isinstance(val, (int, float)) and math.isfinite(val) and val >= 0):
-            raise ValueError(f"{name} must be >= 0, got {val!r}")
-    if cfg.batch is not None:
-        check_int("batch", cfg.batch, lo=1)
-        if cfg.dtype != "float64":
-            raise ValueError(f"dtype must be 'float64' for stochastic runs (batch={cfg.batch}), got {cfg.dtype!r}")
-    return cfg
-
-
-def config(name: str, **overrides) -> Config:
-    """The configuration of figure ``name`` with some fields replaced (validated)."""
-    if name not in CONFIGS:
-        raise ValueError(f"name must be one of {sorted(CONFIGS)}, got {name!r}")
-    fields = {f.name for f in dataclasses.fields(Config)} - {"figure"}
-    unknown = sorted(set(overrides) - fields)
-    if unknown:
-        raise ValueError(f"unknown override field(s) {unknown}; accepted: {sorted(fields)}")
-    return _validate(dataclasses.replace(CONFIGS[name], **overrides))
-
-
-def _compute(cfg: Config, seed: int) -> pgd.Trajectory:
+def simulate(cfg: DynamicsConfig, seed: int) -> dict:
+    """The trajectories of a :class:`DynamicsConfig` from ``seed``: exact PGD (:func:`slr.pgd.pgd`) or
+    stochastic PGD (:func:`slr.sgd.sgd`), as the dict of :meth:`slr.pgd.Trajectory.to_dict`."""
     key = jax.random.key(seed)
     k_oracle, k_init, k_sgd = jax.random.split(key, 3)
     k_star, v_star = task.sample_oracle(k_oracle, cfg.d)
@@ -129,21 +115,46 @@ def _compute(cfg: Config, seed: int) -> pgd.Trajectory:
     common = dict(lam=cfg.lam(), alpha=cfg.alpha, steps=cfg.steps, gamma=cfg.gamma, L=cfg.L,
                   eps=cfg.eps, log_every=cfg.log_every)
     if cfg.batch is None:
-        return pgd.pgd(k0, v0, k_star, v_star, reduced=cfg.reduced,
-                       dtype=jnp.dtype(cfg.dtype), **common)
-    return sgd.sgd(k_sgd, k0, v0, k_star, v_star, batch=cfg.batch, n_test=cfg.n_test, **common)
+        traj = pgd.pgd(k0, v0, k_star, v_star, reduced=cfg.reduced, dtype=jnp.dtype(cfg.dtype), **common)
+    else:
+        traj = sgd.sgd(k_sgd, k0, v0, k_star, v_star, batch=cfg.batch, n_test=cfg.n_test, **common)
+    return traj.to_dict()
 
 
-def run(name: str, seed: int = 0, **overrides) -> pgd.Trajectory:
-    """Run the experiment of figure ``name`` ("fig4a", "fig4b", "fig5", "fig7a", "fig7b") at the
-    paper's full scale, with any field of :class:`Config` overridden, memoised with
-    :func:`slr.cache.memoize` (keyed by the figure, the full configuration, the seed and the code).
+@dataclass(frozen=True)
+class Experiment:
+    """A named experiment: its frozen ``config``, the module-level function ``compute(config, seed)``
+    that returns its result as a dict of arrays, and ``load`` that reads such a dict back."""
+    config: Any
+    compute: Callable
+    load: Callable = dict
 
-    Set ``SLR_CACHE=0`` to bypass the cache. Returns a :class:`slr.pgd.Trajectory` with arrays
-    of shape (repeats, T).
-    """
+
+EXPERIMENTS = {name: Experiment(cfg, simulate, pgd.Trajectory.from_dict) for name, cfg in _FIGURES.items()}
+#: The configurations alone, by name.
+CONFIGS = {name: e.config for name, e in EXPERIMENTS.items()}
+
+
+def config(name: str, **overrides):
+    """The configuration of experiment ``name`` with some fields replaced, validated."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"name must be one of {sorted(EXPERIMENTS)}, got {name!r}")
+    base = EXPERIMENTS[name].config
+    fields = {f.name for f in dataclasses.fields(base)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(f"unknown override field(s) {unknown}; accepted: {sorted(fields)}")
+    return dataclasses.replace(base, **overrides).validate()
+
+
+def run(name: str, seed: int = 0, **overrides):
+    """Run experiment ``name`` with any field of its configuration overridden, memoised on disk
+    (:func:`slr.cache.memoize`: keyed by the name, the whole configuration, the seed, the code and the
+    library versions; ``SLR_CACHE=0`` or ``with slr.cache.bypass():`` computes afresh). For the
+    dynamics figures the result is a :class:`slr.pgd.Trajectory` with arrays of shape (repeats, T)."""
     seed = check_int("seed", seed, lo=0)
     cfg = config(name, **overrides)
-    key_cfg = dict(dataclasses.asdict(cfg), seed=seed)
-    data = cache.memoize(f"dynamics-{name}", key_cfg, lambda: _compute(cfg, seed).to_dict())
-    return pgd.Trajectory.from_dict(data)
+    entry = EXPERIMENTS[name]
+    data = cache.memoize(f"experiment-{name}", {"config": cfg, "seed": seed},
+                         functools.partial(entry.compute, cfg, seed))
+    return entry.load(data)

@@ -1,5 +1,6 @@
 """slr.experiments: the paper's figures as frozen configs, run by name with overrides."""
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ def test_configs_match_the_paper():
     c = E.CONFIGS
     assert set(c) == {"fig4a", "fig4b", "fig5", "fig7a", "fig7b"}
     for cfg in c.values():
-        assert cfg.L == 10 and cfg.gamma2 == 0.5 and cfg.repeats == 30
+        assert cfg.L == 10 and cfg.gamma == math.sqrt(0.5) and cfg.repeats == 30
     assert (c["fig4a"].init, c["fig4a"].d, c["fig4a"].lam0, c["fig4a"].lam_decay, c["fig4a"].alpha,
             c["fig4a"].steps) == ("sphere", 400, 1.0, 1e-4, 4e-3, 120_000)
     assert (c["fig4b"].init, c["fig4b"].lam0, c["fig4b"].lam_decay, c["fig4b"].steps) == ("manifold", 0.1, 0.0, 20_000)
