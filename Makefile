@@ -17,7 +17,7 @@ export JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES := 0
 # The unit suite on every core (pytest-xdist; pyproject.toml sends one test file to each worker).
 UNIT   := $(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py -n auto
 
-.PHONY: install assets chromium book test unit notebooks browser course pdf binder-check build-check bench clean
+.PHONY: install assets chromium graphviz book test unit notebooks browser course pdf binder-check build-check bench clean
 
 install: $(STAMP)
 
@@ -37,13 +37,17 @@ $(ASSETS): .ci/offline_assets.py | $(STAMP)
 chromium:
 	@command -v chromium >/dev/null || ($(APT) update -q && $(APT) install -y -q chromium chromium-driver)
 
+## Graphviz's `dot` draws the map of the paper's results (web/claims_ledger.py), from Debian's package.
+graphviz:
+	@command -v dot >/dev/null || ($(APT) update -q && $(APT) install -y -q graphviz)
+
 ## Execute every chapter and build the HTML book (warnings are errors).
-book: install assets
+book: install assets graphviz
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
 ## Unit tests, nbval run of every chapter, the book build, then every page in headless Chromium.
-test: install assets chromium
+test: install assets chromium graphviz
 	$(UNIT)
 	$(BIN)/python -m pytest --nbval-lax book -q
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
@@ -60,7 +64,7 @@ browser: install chromium
 	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py -q
 
 ## The book for a course: exercise solutions left out (sphinx-exercise hide_solutions). _build/course/html
-course: install assets
+course: install assets graphviz
 	@mkdir -p _build/course
 	sed -e 's/^\(    hide_solutions:\) false/\1 true/' \
 	    -e 's|^\(    offline_book:\) web/|\1 $(CURDIR)/web/|' _config.yml > _build/course/_config.yml
@@ -70,7 +74,7 @@ course: install assets
 	@echo "The course book (no solutions) is at $(CURDIR)/_build/course/_build/html/index.html"
 
 ## The whole book as one PDF (pdflatex), _build/latex/book.pdf. Not part of `make test` (slow).
-pdf: install
+pdf: install graphviz
 	@command -v latexmk >/dev/null && command -v pdfinfo >/dev/null && kpsewhich tgtermes.sty >/dev/null \
 	  || ($(APT) update -q && $(APT) install -y -q latexmk texlive-latex-recommended \
 	      texlive-fonts-recommended texlive-latex-extra tex-gyre poppler-utils)
