@@ -51,7 +51,7 @@ test: install assets chromium graphviz
 	$(UNIT)
 	$(BIN)/python -m pytest --nbval-lax book -q
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
-	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py -q
+	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py tests/test_ledger.py -q
 
 unit: install
 	$(UNIT)
@@ -61,7 +61,7 @@ notebooks: install
 
 ## The browser test alone, on the book already built in _build/html.
 browser: install chromium
-	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py -q
+	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py tests/test_ledger.py -q
 
 ## The book for a course: exercise solutions left out (sphinx-exercise hide_solutions). _build/course/html
 course: install assets graphviz
