@@ -9,7 +9,7 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["COLORS", "use_style", "band", "new_figure", "label_panels"]
+__all__ = ["COLORS", "use_style", "band", "new_figure", "label_panels", "token_bars"]
 
 COLORS = {
     "kappa": "#1f5fa8",   # key direction k / k_star
@@ -65,3 +65,16 @@ def label_panels(axes, labels="abcdefgh"):
     """Put (a), (b), ... in the top-left corner of each panel."""
     for ax, lab in zip(np.ravel(axes), labels):
         ax.text(-0.02, 1.04, f"({lab})", transform=ax.transAxes, fontweight="bold", ha="right", va="bottom")
+
+
+def token_bars(ax, values, informative, *, ylabel, title, offset=0.0, width=0.8, color=None, label=None):
+    """Bars of one value per token l = 1..L, the informative token (0-based index) in the signal colour
+    unless ``color`` is given; ``offset``/``width`` place several series side by side."""
+    values = np.asarray(values)
+    tokens = np.arange(1, values.size + 1)
+    if color is None:
+        color = [COLORS["signal"] if l == informative else COLORS["noise"] for l in range(values.size)]
+    ax.bar(tokens + offset, values, width, color=color, label=label)
+    ax.set(xlabel=r"token $\ell$", ylabel=ylabel, title=title)
+    ax.set_xticks(tokens)
+    return ax

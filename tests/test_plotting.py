@@ -1,0 +1,19 @@
+"""slr.plotting: the house helpers draw what they say."""
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np  # noqa: E402
+
+from slr import plotting  # noqa: E402
+
+
+def test_token_bars_colours_the_informative_token():
+    fig, ax = plotting.new_figure()
+    plotting.token_bars(ax, [0.5, 3.0, -1.0], 1, ylabel="y", title="t")
+    bars = ax.patches
+    assert [b.get_height() for b in bars] == [0.5, 3.0, -1.0]
+    assert [b.get_x() + b.get_width() / 2 for b in bars] == [1.0, 2.0, 3.0]
+    signal = matplotlib.colors.to_rgba(plotting.COLORS["signal"])
+    assert [b.get_facecolor() == signal for b in bars] == [False, True, False]
+    assert list(ax.get_xticks()) == [1, 2, 3] and ax.get_title() == "t"
+    matplotlib.pyplot.close(fig)
