@@ -35,7 +35,7 @@ from slr._validate import (check_int, check_key, check_nonneg, check_positive, c
                            check_unit_rows)
 from slr.predictors import get_predictor
 
-__all__ = ["risk", "squared_errors", "mean_se", "frame"]
+__all__ = ["risk", "squared_errors", "mean_se", "frame", "risk_at_overlaps"]
 
 
 def frame(vectors, reduce: bool = True):
@@ -163,3 +163,14 @@ def mean_se(errors, axis: int = -1):
     errors = np.asarray(errors)
     n = errors.shape[axis]
     return errors.mean(axis=axis), errors.std(axis=axis, ddof=1) / np.sqrt(n)
+
+
+def risk_at_overlaps(key, points, *, lam, d, gamma, L, eps=0.0, n, chunk: int = 200_000):
+    """:func:`risk` at points given by their five overlaps (kappa, nu, theta, eta, rho), one row each:
+    the vectors are :func:`slr.overlaps.oracle_frame_vectors` in the frame (k*, v*, e3, e4) of R^4 and
+    ``d`` is the ambient dimension. Returns (mean, stderr) of shape ``(len(points),) + lam.shape``."""
+    from slr.overlaps import oracle_frame_vectors
+
+    K, V = map(np.stack, zip(*[oracle_frame_vectors(*p) for p in points]))
+    e = np.eye(4)
+    return risk(key, K, V, e[0], e[1], lam=lam, d=d, gamma=gamma, L=L, eps=eps, n=n, chunk=chunk)

@@ -116,3 +116,15 @@ def test_validation(kw, name):
     key_args = [args.pop(a) for a in ("k", "v", "k_star", "v_star")]
     with pytest.raises(ValueError, match=name):
         MC.risk(jax.random.key(0), *key_args, **args)
+
+
+def test_risk_at_overlaps_is_risk_at_the_frame_vectors():
+    from slr.overlaps import oracle_frame_vectors
+    pts = [(1.0, 1.0, 0.0, 0.0, 0.0), (0.5, 0.3, 0.6, -0.4, 0.2)]
+    kw = dict(lam=np.array([0.1, 0.3]), d=400, gamma=math.sqrt(0.5), L=5, eps=0.1, n=2000)
+    got = MC.risk_at_overlaps(jax.random.key(0), pts, **kw)
+    K, V = map(np.stack, zip(*[oracle_frame_vectors(*p) for p in pts]))
+    ref = MC.risk(jax.random.key(0), K, V, np.eye(4)[0], np.eye(4)[1], **kw)
+    assert got[0].shape == (2, 2)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])
