@@ -128,3 +128,14 @@ def test_risk_at_overlaps_is_risk_at_the_frame_vectors():
     assert got[0].shape == (2, 2)
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_array_equal(got[1], ref[1])
+
+
+def test_least_squares_recovers_proposition_3():
+    # d = 4, L = 3: the fitted weights are within 5 standard errors of c_l v*, the test MSE within
+    # 4 standard errors of the optimal linear risk (plus the small estimation excess).
+    g = math.sqrt(0.5)
+    ks, vs = task.sample_oracle(jax.random.key(0), 4)
+    W, W_se, mse, se = MC.least_squares(3, ks, vs, L=3, gamma=g, eps=0.3, n_train=20_000, n_test=20_000)
+    assert W.shape == W_se.shape == (3, 4)
+    assert np.max(np.abs(W - np.asarray(R.linear_weights(vs, gamma=g, L=3))) / W_se) < 5
+    assert abs(mse - R.linear_risk(gamma=g, L=3, eps=0.3)) < 4 * se + 0.01
