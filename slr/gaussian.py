@@ -1,4 +1,4 @@
-"""Gaussian-erf identities (the paper's Lemma 18 and its analogues; MATH.md section 1).
+"""Gaussian-erf identities (the paper's Lemma 18 and its analogues, derived in the oracle chapter).
 
 For Z ~ N(0, 1), a real and b >= 0, with s_b = sqrt(1 + 2 b^2) and c_b = sqrt(1 + 4 b^2):
 
@@ -17,9 +17,10 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import erf, owens_t
 
-__all__ = ["derf", "d2erf", "phi", "phi1", "phi2", "zeta", "zeta1", "zeta2", "zeta0"]
+__all__ = ["derf", "d2erf", "phi", "phi1", "phi2", "zeta", "zeta1", "zeta2", "zeta0", "identities"]
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
@@ -101,3 +102,23 @@ def zeta0(b):
     """(G9) zeta(0; b) = (2/pi) arcsin(2 b^2 / (1 + 2 b^2)): the squared-erf mean of a centred input."""
     b2 = jnp.square(b)
     return 2.0 / math.pi * jnp.arcsin(2.0 * b2 / (1.0 + 2.0 * b2))
+
+
+IDENTITY_NAMES = ("G1  E erf", "G2  E erf'", "G2  E erf''", "G3  E Z erf", "G4  E Z^2 erf", "G5  E erf^2",
+                  "G6  2 E erf erf'", "G7  2 E[erf'^2 + erf erf'']", "G8  2 E Z erf erf'", "G9  E erf(bZ)^2")
+
+
+def identities(a, b, Z):
+    """The identities (G1)-(G9) at (a, b) as ``(names, samples, exact)``: ``samples[i]`` (shape of Z) has
+    expectation ``exact[i]`` when Z ~ N(0, 1) (for Monte Carlo checks: compare ``samples.mean(-1)``).
+    The left sides are E erf, E erf', E erf'', E Z erf, E Z^2 erf, E erf^2, E (erf^2)', E (erf^2)'',
+    E Z (erf^2)' at a + bZ, and E erf(bZ)^2; the right sides use phi, zeta and their derivatives."""
+    Z = np.asarray(Z, dtype=float)
+    x = a + b * Z
+    e, e1, e2 = (np.asarray(f(x)) for f in (erf, derf, d2erf))
+    samples = np.stack([e, e1, e2, Z * e, Z ** 2 * e, e ** 2, 2 * e * e1, 2 * (e1 ** 2 + e * e2),
+                        2 * Z * e * e1, np.asarray(erf(b * Z)) ** 2])
+    exact = np.array([float(v) for v in (phi(a, b), phi1(a, b), phi2(a, b), b * phi1(a, b),
+                                         phi(a, b) + b ** 2 * phi2(a, b), zeta(a, b), zeta1(a, b),
+                                         zeta2(a, b), b * zeta2(a, b), zeta0(b))])
+    return IDENTITY_NAMES, samples, exact

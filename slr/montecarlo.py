@@ -35,7 +35,7 @@ from slr._validate import (check_int, check_key, check_nonneg, check_positive, c
                            check_unit_rows)
 from slr.predictors import get_predictor
 
-__all__ = ["risk", "squared_errors", "mean_se", "frame"]
+__all__ = ["risk", "squared_errors", "mean_se", "frame", "risk_at_overlaps", "least_squares"]
 
 
 def frame(vectors, reduce: bool = True):
@@ -163,3 +163,34 @@ def mean_se(errors, axis: int = -1):
     errors = np.asarray(errors)
     n = errors.shape[axis]
     return errors.mean(axis=axis), errors.std(axis=axis, ddof=1) / np.sqrt(n)
+
+
+def risk_at_overlaps(key, points, *, lam, d, gamma, L, eps=0.0, n, chunk: int = 200_000):
+    """:func:`risk` at points given by their five overlaps (kappa, nu, theta, eta, rho), one row each:
+    the vectors are :func:`slr.overlaps.oracle_frame_vectors` in the frame (k*, v*, e3, e4) of R^4 and
+    ``d`` is the ambient dimension. Returns (mean, stderr) of shape ``(len(points),) + lam.shape``."""
+    from slr.overlaps import oracle_frame_vectors
+
+    K, V = map(np.stack, zip(*[oracle_frame_vectors(*p) for p in points]))
+    e = np.eye(4)
+    return risk(key, K, V, e[0], e[1], lam=lam, d=d, gamma=gamma, L=L, eps=eps, n=n, chunk=chunk)
+
+
+def least_squares(seed: int, k_star, v_star, *, L: int, gamma, eps=0.0, p=None, n_train: int = 40_000,
+                  n_test: int = 60_000):
+    """Ordinary least squares of Y on the stacked tokens (L d coefficients, no intercept), fitted on
+    ``n_train`` sequences of SLR drawn with ``jax.random.key(seed)`` and tested on ``n_test`` fresh ones
+    (``key(seed + 1)``). Returns ``(W, W_se, mse, se)``: the weights (L, d), their standard errors
+    (residual variance times the diagonal of the inverse Gram matrix), the test mean squared error and
+    its standard error. Compare with :func:`slr.risk.linear_weights` and :func:`slr.risk.linear_risk`."""
+    d = np.shape(k_star)[-1]
+    X, y, _ = task.sample(jax.random.key(seed), n_train, k_star, v_star, L=L, gamma=gamma, eps=eps, p=p)
+    X, y = np.asarray(X).reshape(n_train, -1), np.asarray(y)
+    gram_inv = np.linalg.inv(X.T @ X)
+    W = gram_inv @ (X.T @ y)
+    W_se = np.sqrt(np.mean((y - X @ W) ** 2) * np.diag(gram_inv)).reshape(L, d)
+    W = W.reshape(L, d)
+    Xt, yt, _ = task.sample(jax.random.key(seed + 1), n_test, k_star, v_star, L=L, gamma=gamma, eps=eps,
+                            p=p)
+    err = (np.asarray(yt) - np.einsum("nld,ld->n", np.asarray(Xt), W)) ** 2
+    return W, W_se, err.mean(), err.std(ddof=1) / np.sqrt(n_test)

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+import numpy as np
+
 from slr._validate import check_int, check_interval
 
-__all__ = ["overlaps", "dist_manifold", "frame", "frame_vectors"]
+__all__ = ["overlaps", "dist_manifold", "frame", "frame_vectors", "oracle_frame_vectors"]
 
 NAMES = ("kappa", "nu", "theta", "eta", "rho")
 
@@ -73,3 +75,16 @@ def frame_vectors(kappa, nu, theta, eta, rho, *, dim: int = 4):
                                   for x in (kappa, nu, theta, eta, rho)))
     fn = jnp.vectorize(lambda *o: gram_vectors(*o, dim), signature="(),(),(),(),()->(n),(n),(n),(n)")
     return fn(*args)
+
+
+def oracle_frame_vectors(kappa, nu, theta, eta, rho):
+    """Unit k, v of R^4 with the five overlaps, written in the fixed frame (k*, v*, e3, e4) = the standard
+    basis (so k* = e1, v* = e2): k = (kappa, eta, alpha, 0), v = (theta, nu, beta, sqrt(1 - theta^2 -
+    nu^2 - beta^2)) with alpha = sqrt(1 - kappa^2 - eta^2) and beta = (rho - kappa theta - eta nu) / alpha
+    (beta = 0 when alpha = 0). Scalars (NumPy); overlaps that no unit vectors realise are not detected."""
+    for name, val in zip(NAMES, (kappa, nu, theta, eta, rho)):
+        check_interval(name, val, -1.0, 1.0, atol=1e-9)
+    alpha = np.sqrt(max(1 - kappa ** 2 - eta ** 2, 0.0))
+    beta = (rho - kappa * theta - eta * nu) / alpha if alpha > 0 else 0.0
+    return (np.array([kappa, eta, alpha, 0.0]),
+            np.array([theta, nu, beta, np.sqrt(1 - theta ** 2 - nu ** 2 - beta ** 2)]))

@@ -9,7 +9,7 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["COLORS", "use_style", "band", "new_figure", "label_panels"]
+__all__ = ["COLORS", "use_style", "band", "new_figure", "label_panels", "token_bars", "risk_panel"]
 
 COLORS = {
     "kappa": "#1f5fa8",   # key direction k / k_star
@@ -65,3 +65,37 @@ def label_panels(axes, labels="abcdefgh"):
     """Put (a), (b), ... in the top-left corner of each panel."""
     for ax, lab in zip(np.ravel(axes), labels):
         ax.text(-0.02, 1.04, f"({lab})", transform=ax.transAxes, fontweight="bold", ha="right", va="bottom")
+
+
+def token_bars(ax, values, informative, *, ylabel, title, offset=0.0, width=0.8, color=None, label=None):
+    """Bars of one value per token l = 1..L, the informative token (0-based index) in the signal colour
+    unless ``color`` is given; ``offset``/``width`` place several series side by side."""
+    values = np.asarray(values)
+    tokens = np.arange(1, values.size + 1)
+    if color is None:
+        color = [COLORS["signal"] if l == informative else COLORS["noise"] for l in range(values.size)]
+    ax.bar(tokens + offset, values, width, color=color, label=label)
+    ax.set(xlabel=r"token $\ell$", ylabel=ylabel, title=title)
+    ax.set_xticks(tokens)
+    return ax
+
+
+def risk_panel(ax, log10_lam, log10_d, L, gamma, *, eps, lam_grid):
+    """The oracle risk (Theorem 1) over ``lam_grid`` at d = 10^log10_d, with a marker at lam =
+    10^log10_lam, and the optimal linear (Proposition 3), null and Bayes risks; a grey line at
+    lam = d^(-1/4). Returns (oracle risk at lam, linear risk)."""
+    from slr import risk
+
+    d, lam, L = 10.0 ** log10_d, 10.0 ** log10_lam, int(L)
+    curve = np.asarray(risk.oracle_risk(lam=lam_grid, gamma=gamma, d=d, L=L, eps=eps))
+    r_or = float(risk.oracle_risk(lam=lam, gamma=gamma, d=d, L=L, eps=eps))
+    r_lin = float(risk.linear_risk(gamma=gamma, L=L, eps=eps))
+    ax.loglog(lam_grid, curve, color=COLORS["oracle"], label="oracle (Thm. 1)")
+    ax.plot([lam], [r_or], "o", color=COLORS["oracle"])
+    ax.axhline(r_lin, color=COLORS["linear"], label="optimal linear (Prop. 3)")
+    ax.axhline(gamma ** 2 + eps ** 2, color=COLORS["null"], ls="--", label="null")
+    ax.axhline(eps ** 2, color=COLORS["bayes"], ls=":", label="Bayes bound")
+    ax.axvline(d ** -0.25, color="k", lw=0.8, alpha=0.4)
+    ax.set(xlabel=r"$\lambda$", ylabel="risk",
+           ylim=(eps ** 2 / 2, max(2 * (gamma ** 2 + eps ** 2), 1.5 * curve.min())))
+    return r_or, r_lin

@@ -5,6 +5,8 @@ Section 3 of the paper:
 - Eq. (1) :func:`oracle_argmax`: ``X_{argmax_l X_l^T k_star}^T v_star``
 - Eq. (2) :func:`attention_softmax`: ``sum_l softmax(lam X k)_l X_l^T v``
 - Eq. (3) :func:`attention_erf`, the paper's operational model: ``sum_l erf(lam X_l^T k) X_l^T v``
+- Eq. (4) :func:`attention_layer`: a single-head attention layer with matrices (its [CLS] row, Eq. (5),
+  with p = o = 1 is :func:`attention_softmax`)
 - Eq. (31) :func:`attention_multihead`: ``sum_h sum_l erf(lam X_l^T k_h) X_l^T v_h``, k, v of shape (H, d)
 
 Other component-wise activations, with ``s_l = lam X_l^T k`` (the chapter on activations):
@@ -32,7 +34,7 @@ from jax.scipy.special import erf
 from slr._validate import check_positive_array
 
 __all__ = ["oracle_argmax", "attention_softmax", "attention_erf", "attention_sigmoid", "attention_relu",
-           "attention_linear", "attention_multihead", "bayes", "PREDICTORS", "get_predictor"]
+           "attention_linear", "attention_multihead", "attention_layer", "bayes", "PREDICTORS", "get_predictor"]
 
 _SIGMOID_SCALE = 2.0 / math.sqrt(math.pi)
 
@@ -89,6 +91,16 @@ def attention_linear(X, k, v, lam):
     check_positive_array("lam", lam)
     X = jnp.asarray(X)
     return lam * jnp.sum((X @ k) * (X @ v), axis=-1)
+
+
+def attention_layer(H_query, H_key, W_Q, W_K, W_V, W_O, lam):
+    """Single-head attention (Eq. 4) with matrices: softmax(lam (H_q W_Q)(H_k W_K)^T) (H_k W_V) W_O.
+
+    H_query: (..., m, d) the querying tokens; H_key: (..., L, d) the attended tokens (self-attention,
+    Eq. 4, is H_query = H_key = X). W_Q, W_K, W_V: (d, p); W_O: (p, o). Returns (..., m, o). The
+    softmax is taken row by row; no checks (traceable)."""
+    scores = lam * (H_query @ W_Q) @ jnp.swapaxes(H_key @ W_K, -1, -2)     # (..., m, L)
+    return jax.nn.softmax(scores, axis=-1) @ (H_key @ W_V) @ W_O
 
 
 def attention_multihead(X, k, v, lam):

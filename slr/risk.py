@@ -28,7 +28,8 @@ from slr._validate import (check_int, check_interval, check_nonneg, check_orthog
 from slr.overlaps import overlaps  # noqa: F401  (risk_at; risk.overlaps kept importable for callers)
 
 __all__ = ["risk", "risk_at", "oracle_risk", "excess_risk", "null_risk", "linear_risk",
-           "linear_weights", "affine_risk", "linear_attention_risk", "linear_attention_best", "closed_form"]
+           "linear_weights", "affine_risk", "linear_attention_risk", "linear_attention_best", "closed_form",
+           "manifold_risk", "oracle_signal_part"]
 
 
 def _as_float_array(name, val, accepted):
@@ -208,3 +209,37 @@ def linear_attention_best(*, gamma, d, L, eps=0.0):
     c2, g2 = np.asarray(d, dtype=float) / 2, np.asarray(gamma, dtype=float) ** 2
     den = g2 * c2 + g2 ** 2 + L - 1
     return g2 * np.sqrt(c2) / den, eps ** 2 + g2 - g2 ** 2 * c2 / den
+
+
+def manifold_risk(kappa, nu, *, lam, gamma, d, L, eps=0.0):
+    """Lemma 6, written out: the risk on M = {theta = eta = rho = 0},
+    eps^2 + gamma^2 [1 - 2 nu erf(lam kappa sqrt(d) / sqrt(2 (1 + 2 lam^2 gamma^2))) + zeta(a; b)]
+          + (L - 1) (2 / pi) arcsin(2 lam^2 / (1 + 2 lam^2)),   a = lam sqrt(d/2) kappa, b = lam gamma.
+    An independent expression of :func:`risk` at (kappa, nu, 0, 0, 0). Broadcasts."""
+    from scipy.special import erf
+
+    for name, val in (("kappa", kappa), ("nu", nu)):
+        check_interval(name, val, -1.0, 1.0, atol=1e-9)
+    _check_common(lam, gamma, d, L, eps)
+    kappa, nu, lam, gamma, d = (np.asarray(x, dtype=float) for x in (kappa, nu, lam, gamma, d))
+    s = np.sqrt(1 + 2 * lam ** 2 * gamma ** 2)
+    signal = 1 - 2 * nu * erf((lam * kappa * np.sqrt(d) / (np.sqrt(2) * s)))
+    signal = signal + np.asarray(G.zeta(lam * np.sqrt(d / 2) * kappa, lam * gamma))
+    return (eps ** 2 + gamma ** 2 * signal
+            + (L - 1) * 2 / math.pi * np.arcsin(2 * lam ** 2 / (1 + 2 * lam ** 2)))
+
+
+def oracle_signal_part(*, lam, gamma, d, nodes: int = 120):
+    """The signal part of the oracle excess risk (Theorem 1), gamma^2 E[(1 - erf(a + b Z))^2] with
+    a = lam sqrt(d/2), b = lam gamma, computed as gamma^2 E[erfc(a + b Z)^2] by Gauss-Hermite quadrature
+    (``nodes`` nodes): no cancellation, so it keeps its relative precision where 1 - 2 phi + zeta
+    (:mod:`slr.gaussian`) has lost every digit (below about 1e-15). Broadcasts over lam and d."""
+    from scipy.special import erfc
+
+    _check_common(lam, gamma, d, 1, 0.0)
+    z, w = np.polynomial.hermite_e.hermegauss(check_int("nodes", nodes, lo=2))
+    w = w / w.sum()
+    a = np.asarray(lam, dtype=float) * np.sqrt(np.asarray(d, dtype=float) / 2)
+    b = np.asarray(lam, dtype=float) * gamma
+    a, b = np.broadcast_arrays(a, b)
+    return gamma ** 2 * np.sum(w * erfc(a[..., None] + b[..., None] * z) ** 2, axis=-1)

@@ -21,7 +21,7 @@ from slr._validate import (check_int, check_key, check_nonneg, check_orthogonal,
                            check_unit)
 
 __all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "draws", "assemble",
-           "orthonormal_frame"]
+           "orthonormal_frame", "norm_rule_rates", "argmax_failure"]
 
 
 def orthonormal_frame(key, d: int, m: int):
@@ -157,3 +157,59 @@ def assemble(draws, k_stars, v_stars, *, gamma, eps, d=None):
     else:
         y = jnp.einsum("nhd,hd->n", signal, v_stars) + eps * xi
     return X, y, J
+
+
+def norm_rule_rates(*, d: int, L: int, gamma: float):
+    """Exact probabilities that two rules reading only the squared norms find J0 (uniform J0):
+    ``(longest, closest)``, for "the longest token" and "the token whose squared norm is closest to d".
+
+    Derivation. Given J0, the squared norms are independent: S_l = |X_l|^2 ~ chi2_d for l != J0
+    (cdf F, density f), and S_0 = |X_{J0}|^2 = gamma^2 W with W noncentral chi2_d of noncentrality
+    |sqrt(d/2) k*|^2 / gamma^2 = d / (2 gamma^2) (density f0(s) = f_W(s / gamma^2) / gamma^2). Ties have
+    probability 0. Conditioning on S_0 = s, the L - 1 others must all lie below s (longest) or farther
+    from d than |s - d| (closest), so
+
+        longest = int f0(s) F(s)^(L-1) ds,   closest = int f0(s) (1 - F(d + |s-d|) + F(d - |s-d|))^(L-1) ds,
+
+    two 1-D integrals computed by adaptive quadrature (relative accuracy about 1e-10).
+    """
+    from scipy import integrate, stats
+
+    d, L = check_int("d", d), check_int("L", L)
+    check_positive("gamma", gamma)
+    g2 = float(gamma) ** 2
+    sig = stats.ncx2(d, d / (2 * g2), scale=g2)
+    noise = stats.chi2(d)
+    lo, hi = max(sig.mean() - 40 * sig.std(), 0.0), sig.mean() + 40 * sig.std()
+
+    def rate(tail):
+        val, _ = integrate.quad(lambda s: sig.pdf(s) * tail(s) ** (L - 1), lo, hi, points=[d, sig.mean()],
+                                limit=400, epsabs=0.0, epsrel=1e-11)
+        return val
+
+    longest = rate(noise.cdf)
+    closest = rate(lambda s: noise.sf(d + abs(s - d)) + noise.cdf(d - abs(s - d)))
+    return longest, closest
+
+
+def argmax_failure(*, d, L: int, gamma: float):
+    """Exact probability that the argmax of X_l^T k* misses J0: 1 - E_Z[Phi(sqrt(d/2) + gamma Z)^(L-1)].
+
+    Given J0, X_{J0}^T k* = sqrt(d/2) + gamma Z and the L - 1 other projections are independent N(0, 1),
+    each below it with probability Phi(sqrt(d/2) + gamma Z). The integrand is written
+    -expm1((L-1) log Phi(.)) so that tiny probabilities keep their relative precision; adaptive
+    quadrature over Z (relative accuracy about 1e-10). ``d`` may be an array."""
+    from scipy import integrate, special
+
+    L = check_int("L", L)
+    check_positive("gamma", gamma)
+    out = []
+    for dd in np.atleast_1d(np.asarray(d, dtype=float)).ravel():
+        if not dd >= 1:
+            raise ValueError(f"d must be >= 1, got {dd!r}")
+        mu = math.sqrt(dd / 2)
+        f = lambda z: -math.expm1((L - 1) * special.log_ndtr(mu + gamma * z)) * math.exp(-z * z / 2)
+        peak = -mu * gamma / (1 + gamma ** 2)            # where the integrand is largest
+        val, _ = integrate.quad(f, -60.0, 60.0, points=[peak, 0.0], limit=400, epsabs=0.0, epsrel=1e-11)
+        out.append(val / math.sqrt(2 * math.pi))
+    return np.asarray(out).reshape(np.shape(d))[()]

@@ -116,3 +116,26 @@ def test_validation(kw, name):
     key_args = [args.pop(a) for a in ("k", "v", "k_star", "v_star")]
     with pytest.raises(ValueError, match=name):
         MC.risk(jax.random.key(0), *key_args, **args)
+
+
+def test_risk_at_overlaps_is_risk_at_the_frame_vectors():
+    from slr.overlaps import oracle_frame_vectors
+    pts = [(1.0, 1.0, 0.0, 0.0, 0.0), (0.5, 0.3, 0.6, -0.4, 0.2)]
+    kw = dict(lam=np.array([0.1, 0.3]), d=400, gamma=math.sqrt(0.5), L=5, eps=0.1, n=2000)
+    got = MC.risk_at_overlaps(jax.random.key(0), pts, **kw)
+    K, V = map(np.stack, zip(*[oracle_frame_vectors(*p) for p in pts]))
+    ref = MC.risk(jax.random.key(0), K, V, np.eye(4)[0], np.eye(4)[1], **kw)
+    assert got[0].shape == (2, 2)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])
+
+
+def test_least_squares_recovers_proposition_3():
+    # d = 4, L = 3: the fitted weights are within 5 standard errors of c_l v*, the test MSE within
+    # 4 standard errors of the optimal linear risk (plus the small estimation excess).
+    g = math.sqrt(0.5)
+    ks, vs = task.sample_oracle(jax.random.key(0), 4)
+    W, W_se, mse, se = MC.least_squares(3, ks, vs, L=3, gamma=g, eps=0.3, n_train=20_000, n_test=20_000)
+    assert W.shape == W_se.shape == (3, 4)
+    assert np.max(np.abs(W - np.asarray(R.linear_weights(vs, gamma=g, L=3))) / W_se) < 5
+    assert abs(mse - R.linear_risk(gamma=g, L=3, eps=0.3)) < 4 * se + 0.01

@@ -62,3 +62,13 @@ def test_hyp_frame_vectors_refuses_out_of_range(bad, i):
     o[i] = bad
     with pytest.raises(ValueError, match=("kappa", "nu", "theta", "eta", "rho")[i]):
         O.frame_vectors(*o)
+
+
+def test_oracle_frame_vectors_realise_the_overlaps():
+    e = np.eye(4)
+    for pt in [(1.0, 1.0, 0.0, 0.0, 0.0), (0.5, 0.3, 0.6, -0.4, 0.2), (-0.3, 0.6, -0.5, 0.1, -0.3)]:
+        k, v = O.oracle_frame_vectors(*pt)
+        np.testing.assert_allclose([k @ k, v @ v], 1.0, atol=1e-14)
+        np.testing.assert_allclose(np.array(O.overlaps(k, v, e[0], e[1])), pt, atol=1e-14)
+    with pytest.raises(ValueError, match="kappa"):
+        O.oracle_frame_vectors(1.5, 0.0, 0.0, 0.0, 0.0)

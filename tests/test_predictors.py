@@ -141,3 +141,19 @@ def test_bayes_is_the_posterior_mean():
     assert np.mean((y - P.bayes(X, ks, vs, gamma=g)) ** 2) < np.mean((y - P.attention_erf(X, ks, vs, 0.5)) ** 2)
     with pytest.raises(ValueError, match="gamma"):
         P.bayes(X, ks, vs, gamma=0.0)
+
+
+def test_attention_layer_hand_example_and_cls_row():
+    # One query attending to two tokens of R^2 with identity projections: weights softmax(lam q.x_l).
+    q, H = jnp.array([[1.0, 0.0]]), jnp.array([[2.0, 1.0], [0.0, 3.0]])
+    eye = jnp.eye(2)
+    out = P.attention_layer(q, H, eye, eye, eye, eye, 0.5)
+    w = np.exp([1.0, 0.0]) / np.exp([1.0, 0.0]).sum()
+    np.testing.assert_allclose(np.asarray(out)[0], w @ np.asarray(H), rtol=1e-14)
+    # Eq. (5) with p = o = 1: the [CLS] row is the softmax predictor at lam c.q
+    rng = np.random.default_rng(0)
+    X = jnp.asarray(rng.standard_normal((7, 5, 6)))
+    c, k, v = (jnp.asarray(rng.standard_normal(6)) for _ in range(3))
+    cls = P.attention_layer(jnp.broadcast_to(c, (7, 1, 6)), X, c[:, None], k[:, None], v[:, None],
+                            jnp.ones((1, 1)), 0.3)[:, 0, 0]
+    np.testing.assert_allclose(cls, P.attention_softmax(X, k, v, 0.3 * float(c @ c)), atol=1e-12)

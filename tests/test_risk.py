@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import slr  # noqa: F401  (float64)
-from slr import montecarlo as MC, predictors, risk as R, task
+from slr import gaussian as G, montecarlo as MC, predictors, risk as R, task
 
 G_HALF = math.sqrt(0.5)
 
@@ -317,3 +317,28 @@ def test_hyp_risk_at_least_eps2(u, lam, gamma, d, L, eps):
     ov = (k[0], v[1], v[0], k[1], k @ v)
     r = float(R.risk(*ov, lam=lam, gamma=gamma, d=d, L=L, eps=eps))
     assert r >= eps ** 2 * (1 - 1e-9) - 1e-9 * gamma ** 2, (ov, r)
+
+
+def test_manifold_risk_is_lemma6_of_the_closed_form():
+    # Lemma 6 written out equals Proposition 15's kernel at theta = eta = rho = 0, on a grid.
+    kap, nu = np.meshgrid(np.linspace(-1, 1, 9), np.linspace(-1, 1, 7))
+    for lam, d, L in [(0.1, 400, 10), (0.7, 50, 3)]:
+        got = R.manifold_risk(kap, nu, lam=lam, gamma=math.sqrt(0.5), d=d, L=L, eps=0.1)
+        ref = R.risk(kap, nu, 0.0, 0.0, 0.0, lam=lam, gamma=math.sqrt(0.5), d=d, L=L, eps=0.1)
+        np.testing.assert_allclose(got, np.asarray(ref), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="nu"):
+        R.manifold_risk(0.0, 2.0, lam=0.1, gamma=1.0, d=10, L=2)
+
+
+def test_oracle_signal_part_matches_the_closed_form_and_keeps_precision():
+    # gamma^2 E[(1 - erf(a + bZ))^2] = gamma^2 (1 - 2 phi + zeta) (G1, G5); quadrature on erfc agrees
+    # where the closed form is accurate, and stays positive and decreasing where it has cancelled.
+    g, ds = math.sqrt(0.5), np.logspace(1, 5, 17)
+    lam = ds ** -0.25
+    sig = R.oracle_signal_part(lam=lam, gamma=g, d=ds)
+    a, b = lam * np.sqrt(ds / 2), lam * g
+    cf = g ** 2 * (1 - 2 * np.asarray(G.phi(a, b)) + np.asarray(G.zeta(a, b)))
+    ok = cf > 1e-8
+    assert ok.sum() >= 2
+    np.testing.assert_allclose(sig[ok], cf[ok], rtol=1e-6)
+    assert np.all(sig > 0) and np.all(np.diff(sig) < 0)

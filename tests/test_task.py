@@ -173,3 +173,41 @@ def test_multi_kernel_is_traceable_and_is_sample_multi():
         else:
             np.testing.assert_allclose(np.asarray(X2), np.asarray(X), rtol=1e-13, atol=1e-13)
             np.testing.assert_allclose(np.asarray(y2), np.asarray(y), rtol=1e-13, atol=1e-13)
+
+
+def test_norm_rule_rates_match_sampled_squared_norms():
+    # Draw the squared norms from their laws: chi2_d for the noise tokens, gamma^2 x noncentral chi2_d
+    # (noncentrality d / (2 gamma^2)) for the informative one (column 0); 4e5 sequences, |z| < 4.5.
+    d, L, n = 400, 10, 400_000
+    rng = np.random.default_rng(0)
+    for gamma in (G_HALF, math.sqrt(0.6)):
+        sq = rng.chisquare(d, size=(n, L))
+        sq[:, 0] = gamma ** 2 * rng.noncentral_chisquare(d, d / (2 * gamma ** 2), size=n)
+        longest, closest = task.norm_rule_rates(d=d, L=L, gamma=gamma)
+        for rate, picked in ((longest, np.argmax(sq, axis=1)), (closest, np.argmin(np.abs(sq - d), axis=1))):
+            mc = np.mean(picked == 0)
+            assert abs(mc - rate) < 4.5 * math.sqrt(rate * (1 - rate) / n), (gamma, mc, rate)
+
+
+def test_norm_rule_rates_validate():
+    with pytest.raises(ValueError, match="gamma"):
+        task.norm_rule_rates(d=10, L=3, gamma=0.0)
+    with pytest.raises(ValueError, match="L"):
+        task.norm_rule_rates(d=10, L=1.5, gamma=1.0)
+
+
+def test_argmax_failure_matches_sampled_projections_and_bounds():
+    # The projections on k*: N(sqrt(d/2), gamma^2) for the informative token (column 0), N(0, 1) else.
+    L, n, rng = 10, 400_000, np.random.default_rng(1)
+    for d in (4, 16):
+        proj = rng.standard_normal((n, L))
+        proj[:, 0] = math.sqrt(d / 2) + G_HALF * proj[:, 0]
+        mc = np.mean(np.argmax(proj, axis=1) != 0)
+        exact = task.argmax_failure(d=d, L=L, gamma=G_HALF)
+        assert abs(mc - exact) < 4.5 * math.sqrt(exact * (1 - exact) / n), (d, mc, exact)
+    # one noise token's miss probability <= the failure probability <= the union bound over L - 1 tokens
+    pair = stats.norm.cdf(-math.sqrt(64 / (2 * 1.5)))
+    assert pair < task.argmax_failure(d=64, L=L, gamma=G_HALF) < (L - 1) * pair
+    assert task.argmax_failure(d=[16, 64], L=L, gamma=G_HALF).shape == (2,)
+    with pytest.raises(ValueError, match="d"):
+        task.argmax_failure(d=0.5, L=L, gamma=G_HALF)
