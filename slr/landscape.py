@@ -17,7 +17,8 @@ a quadratic in theta minimised at theta* = gamma^2 lam phi1(0; b) / (r zeta0(b))
 - :func:`riemannian_derivatives`: the Riemannian gradient and every eigenvalue of the Riemannian Hessian
   of R_lam on S^{d-1} x S^{d-1} at given overlaps (exact in R^5, d a scalar).
 - :func:`random_overlaps`: overlaps of independent uniform k, v in R^dim (starts of a global search);
-  :func:`global_minimum`: a multi-start search of the minimum of R_lam on the product of spheres.
+  :func:`global_minimum`: a multi-start search of the minimum of R_lam on the product of spheres;
+  :func:`pgd_search`: the same search by exact PGD (Definition 1) from many starts.
 - :func:`classify`: the kind of an end point (oracle, role-swapped, other) by a rule on all five overlaps.
 """
 from __future__ import annotations
@@ -37,7 +38,7 @@ from slr.overlaps import NAMES, dist_manifold, gram_vectors
 from slr.risk import closed_form
 
 __all__ = ["swap_theta", "swap_theta_linear", "swap_risk", "swap_risk_linear", "crossover",
-           "riemannian_derivatives", "random_overlaps", "global_minimum", "classify", "KINDS"]
+           "riemannian_derivatives", "random_overlaps", "global_minimum", "pgd_search", "classify", "KINDS"]
 
 KINDS = ("oracle", "role-swapped", "other")
 _C = 2.0 / math.sqrt(math.pi)  # erf'(0): erf(x) = C x + O(x^3)
@@ -199,6 +200,19 @@ def global_minimum(lam, *, gamma, d, L, eps=0.0, starts: int = 32, seed: int = 0
         where.append([k[0], v[1], v[0], k[1], k @ v])
         ends.append([r.fun for r in res])
     return dict(lam=lams, risk=np.array(best), overlaps=np.array(where), ends=np.array(ends))
+
+
+@cache.memoized
+def pgd_search(lam, *, gamma, d, L, n: int = 40, alpha: float = 2e-3, steps: int = 20_000, seed: int = 0):
+    """Exact PGD (:func:`slr.pgd.pgd_overlaps`, constant lam) from ``n`` starts spread over the landscape
+    (:func:`random_overlaps` with ``jax.random.key(seed)``): a dict with the end ``overlaps`` (5, n) and
+    the end ``risk`` (n,) (eps = 0). Memoised."""
+    from slr.pgd import pgd_overlaps
+
+    o0 = random_overlaps(jax.random.key(check_int("seed", seed, lo=0)), n)
+    tr = pgd_overlaps(o0, lam0=lam, alpha=alpha, d=d, steps=steps, gamma=gamma, L=L, log_every=steps)
+    ends = np.stack([np.asarray(getattr(tr, f))[:, -1] for f in NAMES])
+    return dict(overlaps=ends, risk=np.asarray(tr.excess_risk)[:, -1])
 
 
 def classify(kappa, nu, theta, eta, rho, *, lam, gamma, d, tol: float = 0.2):
