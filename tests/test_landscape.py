@@ -1,0 +1,124 @@
+"""slr.landscape: the role-swapped stationary point, lam_c(d), the Riemannian derivatives, the classifier."""
+import math
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.optimize import minimize_scalar
+
+from slr import landscape as LS, manifold
+from slr.risk import closed_form
+
+G, D, L = math.sqrt(0.5), 400, 10
+
+
+def test_swap_theta_minimises_the_risk_along_theta():
+    # theta* is the minimiser of the quadratic R(0, 0, theta, 1, 0): compare with a bounded 1-D search
+    for lam in (0.077, 0.1, 0.9):
+        res = minimize_scalar(lambda t: float(closed_form(0.0, 0.0, t, 1.0, 0.0, lam, G, D, L, 0.0)),
+                              bounds=(0, 1), method="bounded", options=dict(xatol=1e-10))
+        assert abs(LS.swap_theta(lam, gamma=G, d=D) - res.x) < 1e-7
+        assert abs(LS.swap_risk(lam, gamma=G, d=D, L=L) - res.fun) < 1e-12
+
+
+def test_swap_theta_is_clipped_at_one_and_linear_limit():
+    # below lam = sqrt(pi)/(2 sqrt(d/2)) ~ 0.0627 the unconstrained optimum exceeds 1
+    assert LS.swap_theta(0.03, gamma=G, d=D) == 1.0
+    assert LS.swap_theta_linear(0.03, d=D) == 1.0
+    lam = 1e-3 * 50 / math.sqrt(D / 2) * 10  # theta_lin < 1, lam small: both agree to O(lam^2)
+    assert abs(LS.swap_theta(lam, gamma=G, d=D) / LS.swap_theta_linear(lam, d=D) - 1) < 0.01
+
+
+def test_swap_risk_linear_is_first_order():
+    # exact minus linear is O(lam^4): the ratio of the gaps at lam and lam/2 is ~ 16 (not ~ 4)
+    gap = lambda lam: LS.swap_risk(lam, gamma=G, d=1e8, L=L) - LS.swap_risk_linear(lam, gamma=G, d=1e8, L=L)
+    assert 12 < gap(0.02) / gap(0.01) < 20
+
+
+def test_crossover_is_a_sign_change_and_independent_of_L():
+    lc = LS.crossover(D, gamma=G, L=L)
+    oracle = lambda lam: float(closed_form(1.0, 1.0, 0.0, 0.0, 0.0, lam, G, D, L, 0.0))
+    assert LS.swap_risk(0.99 * lc, gamma=G, d=D, L=L) < oracle(0.99 * lc)
+    assert LS.swap_risk(1.01 * lc, gamma=G, d=D, L=L) > oracle(1.01 * lc)
+    # the noise tokens add (L - 1) zeta0(lam) to both risks: lam_c does not depend on L
+    assert abs(LS.crossover(D, gamma=G, L=2) - lc) < 1e-10
+
+
+def test_riemannian_derivatives_at_the_swap_point_and_the_oracle():
+    th = LS.swap_theta(0.1, gamma=G, d=D)
+    g, ev = LS.riemannian_derivatives(0.0, 0.0, th, 1.0, 0.0, lam=0.1, gamma=G, d=D, L=L)
+    assert np.abs(g).max() < 1e-8
+    # two zero eigenvalues (rotations of w), the others positive; the top one as in slr.manifold
+    assert np.sum(np.abs(ev) < 1e-10) == 2 and np.all(ev[2:] > 0.1)
+    top = manifold.hessian_top_eigenvalue_overlaps(0.0, 0.0, th, 1.0, 0.0, lam=0.1, gamma=G, d=D, L=L)
+    assert abs(ev[-1] - float(top)) < 1e-8 * abs(float(top))
+    g, _ = LS.riemannian_derivatives(0.0, 0.0, th + 0.1, 1.0, 0.0, lam=0.1, gamma=G, d=D, L=L)
+    assert np.abs(g).max() > 1e-2  # off theta*: not stationary
+
+
+def test_riemannian_gradient_matches_finite_differences_of_the_risk():
+    # along the tangent curve k(t) = (k + t u)/|k + t u|, dR/dt at 0 is the gradient's component on u
+    from slr.overlaps import frame_vectors
+    o = (0.3, -0.2, 0.4, 0.1, 0.25)
+    ks, vs, k, v = (np.asarray(x) for x in frame_vectors(*o, dim=5))
+    g, _ = LS.riemannian_derivatives(*o, lam=0.3, gamma=G, d=D, L=L)
+    u = np.linalg.qr(np.concatenate([k[:, None], np.eye(5)], 1))[0][:, 1]
+    f = lambda t: float(closed_form(*(np.array([(k + t * u) @ ks / np.linalg.norm(k + t * u),
+                                                  v @ vs, v @ ks, (k + t * u) @ vs / np.linalg.norm(k + t * u),
+                                                  (k + t * u) @ v / np.linalg.norm(k + t * u)])), 0.3, G, D, L, 0.0))
+    h = 1e-6
+    assert abs((f(h) - f(-h)) / (2 * h) - g[0]) < 1e-6
+
+
+def test_random_overlaps_are_realisable():
+    o = LS.random_overlaps(jax.random.key(0), 50)
+    assert all(x.shape == (50,) and np.all(np.abs(x) <= 1) for x in o)
+    assert np.std(o[0]) > 0.3  # spread: one coordinate of a uniform point of S^3 has std 1/2
+
+
+def test_classify_the_three_kinds():
+    kinds = LS.classify([1, 0, 0.3, -0.98], [1, 0, 0.95, -1], [0, -0.63, -0.3, 0], [0, -1, 0.85, 0],
+                        [0, 0, 0.73, 0], lam=0.1, gamma=G, d=D)
+    assert list(kinds) == ["oracle", "role-swapped", "other", "oracle"]
+    assert LS.classify(0, 0, 0.63, -1, 0, lam=0.1, gamma=G, d=D) == "other"  # theta eta < 0
+
+
+def test_global_minimum_finds_the_swap_point_below_lam_c():
+    out = LS.global_minimum(np.array([0.063]), gamma=G, d=D, L=L, starts=8, use_cache=False)
+    assert abs(out["risk"][0] - LS.swap_risk(0.063, gamma=G, d=D, L=L)) < 1e-9
+    assert abs(abs(out["overlaps"][0, 3]) - 1) < 1e-4
+
+
+@settings(max_examples=25, deadline=None)
+@given(lam=st.one_of(st.floats(max_value=0.0), st.just(float("nan")), st.just(float("inf"))))
+def test_bad_lam_is_refused(lam):
+    with pytest.raises(ValueError, match="lam"):
+        LS.swap_theta(lam, gamma=G, d=D)
+
+
+@settings(max_examples=25, deadline=None)
+@given(d=st.floats(max_value=0.999, allow_nan=False), gamma=st.floats(max_value=0.0, allow_nan=False))
+def test_bad_d_and_gamma_are_refused(d, gamma):
+    with pytest.raises(ValueError, match="d must"):
+        LS.swap_risk(0.1, gamma=G, d=d, L=L)
+    with pytest.raises(ValueError, match="gamma"):
+        LS.swap_theta(0.1, gamma=gamma, d=D)
+
+
+@settings(max_examples=25, deadline=None)
+@given(x=st.floats(allow_nan=False).filter(lambda x: abs(x) > 1 + 1e-6))
+def test_overlaps_out_of_range_are_refused(x):
+    with pytest.raises(ValueError, match="kappa"):
+        LS.classify(x, 0, 0, 0, 0, lam=0.1, gamma=G, d=D)
+    with pytest.raises(ValueError, match="rho"):
+        LS.riemannian_derivatives(0, 0, 0, 0, x, lam=0.1, gamma=G, d=D, L=L)
+
+
+@settings(max_examples=25, deadline=None)
+@given(tol=st.one_of(st.floats(max_value=0.0), st.floats(min_value=0.5)), L_=st.integers(max_value=0))
+def test_bad_tol_and_L_are_refused(tol, L_):
+    with pytest.raises(ValueError, match="tol"):
+        LS.classify(0, 0, 0, 0, 0, lam=0.1, gamma=G, d=D, tol=tol)
+    with pytest.raises(ValueError, match="L"):
+        LS.swap_risk(0.1, gamma=G, d=D, L=L_)
