@@ -128,3 +128,10 @@ def test_zeta_jit_and_vmap():
     out = jax.jit(jax.vmap(jax.grad(G.zeta, argnums=(0, 1))))(a, b)
     np.testing.assert_allclose(out[0], G.zeta1(a, b), atol=1e-14)
     np.testing.assert_allclose(out[1], b * G.zeta2(a, b), atol=1e-14)
+
+
+def test_expect_normal_moments_and_phi():
+    # E[Z^2] = 1, E[Z^4] = 3, E[erf(a + bZ)] = erf(a / sqrt(1 + 2 b^2)) (Lemma 18, item 1)
+    assert abs(G.expect_normal(lambda z: z * z) - 1.0) < 1e-12
+    assert abs(G.expect_normal(lambda z: z ** 4) - 3.0) < 1e-11
+    assert abs(G.expect_normal(lambda z: math.erf(0.7 + 1.5 * z)) - float(G.phi(0.7, 1.5))) < 1e-12

@@ -317,3 +317,12 @@ def test_hyp_risk_at_least_eps2(u, lam, gamma, d, L, eps):
     ov = (k[0], v[1], v[0], k[1], k @ v)
     r = float(R.risk(*ov, lam=lam, gamma=gamma, d=d, L=L, eps=eps))
     assert r >= eps ** 2 * (1 - 1e-9) - 1e-9 * gamma ** 2, (ov, r)
+
+
+def test_closed_form_expanded_equals_closed_form():
+    # two transcriptions of Proposition 15 (compact with zeta', zeta''; expanded by Lemma 18)
+    ov = jax.random.uniform(jax.random.key(3), (5, 200), minval=-1.0, maxval=1.0)
+    for lam, gamma, d, L, eps in ((0.1, math.sqrt(0.5), 400, 10, 0.1), (2.0, 0.5, 20, 3, 0.0)):
+        a = R.closed_form(*ov, lam, gamma, d, L, eps)
+        b = R.closed_form_expanded(*ov, lam, gamma, d, L, eps)
+        assert float(jnp.max(jnp.abs(a - b) / jnp.abs(a))) < 1e-12
