@@ -2,7 +2,9 @@
 
 - :func:`manifold_map`, :func:`manifold_pgd`: the 2-D map (kappa, nu) -> (kappa+, nu+) that PGD
   induces on M (Lemma 4: M is invariant; Lemma 7: the map), one step or iterated.
-- :func:`map_jacobian`: its Jacobian, e.g. at the saddle (0, 0) (Proposition 12).
+- :func:`gradients`: the partial derivatives of the risk on M in closed form (the formulas of Lemma 7).
+- :func:`map_jacobian`: its Jacobian, e.g. at the saddle (0, 0) (Proposition 12); :func:`map_jacobians`
+  the same on arrays of points (the Lipschitz and determinant bounds of Proposition 13).
 - :func:`fixed_points`: the five fixed points of the map and their type (Propositions 9-10).
 - :func:`hessian_top_eigenvalue_overlaps`, :func:`hessian_top_eigenvalue`: the largest eigenvalue
   h_max of the Riemannian Hessian of R_lam on S^{d-1} x S^{d-1}; :func:`stable_step_size` = 2 / h_max,
@@ -23,9 +25,10 @@ from slr import _loop
 from slr._validate import check_int, check_interval, check_lam, check_positive, check_run, check_vectors
 from slr.overlaps import NAMES, gram_vectors
 from slr.pgd import UNROLL, split_lam
+from slr.gaussian import derf
 from slr.risk import closed_form
 
-__all__ = ["manifold_map", "manifold_pgd", "map_jacobian", "fixed_points", "FixedPoint",
+__all__ = ["manifold_map", "manifold_pgd", "map_jacobian", "map_jacobians", "gradients", "fixed_points", "FixedPoint",
            "hessian_top_eigenvalue_overlaps", "hessian_top_eigenvalue", "stable_step_size"]
 
 
@@ -103,6 +106,39 @@ def map_jacobian(kappa, nu, *, lam, alpha, gamma, d, L, eps=0.0):
     _check_map_args(kappa, nu, lam, alpha, gamma, d, L, eps)
     f = lambda x: jnp.stack(_map(x[0], x[1], lam, alpha, gamma, float(d), L, eps))
     return jax.jacfwd(f)(jnp.asarray([kappa, nu], jnp.float64))
+
+
+_jacobians_jit = jax.jit(jnp.vectorize(
+    jax.jacfwd(lambda x, *a: jnp.stack(_map(x[0], x[1], *a))), excluded={1, 2, 3, 4, 5, 6},
+    signature="(2)->(2,2)"))
+
+
+def map_jacobians(kappa, nu, *, lam, alpha, gamma, d, L, eps=0.0):
+    """The Jacobians of the Lemma 7 map at the points (kappa, nu) (arrays broadcast): shape (..., 2, 2),
+    entry [i, j] = d(F_i)/d(z_j) with z = (kappa, nu); one compiled program for every grid."""
+    _check_map_args(kappa, nu, lam, alpha, gamma, d, L, eps)
+    z = jnp.stack(jnp.broadcast_arrays(jnp.asarray(kappa, jnp.float64), jnp.asarray(nu, jnp.float64)), -1)
+    return _jacobians_jit(z, float(lam), float(alpha), float(gamma), float(d), float(L), float(eps))
+
+
+def gradients(kappa, nu, *, lam, gamma, d, L):
+    """The partial derivatives (R_kappa, R_nu) of the risk on M (Lemma 6), in closed form: with
+    s = sqrt(1 + 2 lam^2 gamma^2), c = sqrt(1 + 4 lam^2 gamma^2) and u = lam sqrt(d/2) kappa / s,
+
+        R_nu = -2 gamma^2 erf(u),   R_kappa = (2 gamma^2 lam sqrt(d/2) / s) erf'(u) (erf(u / c) - nu).
+
+    (They do not depend on L or eps, which only shift the risk on M.) Arrays broadcast; the map of
+    :func:`manifold_map` differentiates the closed form instead, so the two check each other."""
+    check_interval("kappa", kappa, -1.0, 1.0)
+    check_interval("nu", nu, -1.0, 1.0)
+    check_positive("lam", lam)
+    check_run(gamma=gamma, L=L, d=d)
+    kappa, nu = jnp.asarray(kappa, jnp.float64), jnp.asarray(nu, jnp.float64)
+    r, g2 = math.sqrt(d / 2), gamma ** 2
+    s, c = math.sqrt(1 + 2 * lam ** 2 * g2), math.sqrt(1 + 4 * lam ** 2 * g2)
+    u = lam * r * kappa / s
+    erf = jax.scipy.special.erf
+    return 2 * g2 * lam * r / s * derf(u) * (erf(u / c) - nu), -2 * g2 * erf(u)
 
 
 class FixedPoint(NamedTuple):

@@ -7,6 +7,7 @@ are combinations of k*, v*, k, v: see :mod:`slr.pgd`). Hence:
 - :func:`overlaps`: the five scalars of vectors (k, v, k*, v*) (broadcast over leading axes);
 - :func:`dist_manifold`: the distance sqrt(theta^2 + eta^2 + rho^2) to M = {theta = eta = rho = 0};
 - :func:`frame`: an orthonormal frame Q (d, 4) of span{k*, v*, k0, v0} (exact reduction of PGD to R^4);
+- :func:`trajectory_gap`: the largest difference of the five overlaps between two logged runs;
 - :func:`frame_vectors`: vectors (k*, v*, k, v) in R^dim (dim >= 4) with given overlaps, from a square
   root of their Gram matrix. It is the one construction used both for PGD started from overlaps
   (:func:`slr.pgd.pgd_overlaps`) and for the Riemannian Hessian in R^5 (:mod:`slr.manifold`).
@@ -14,12 +15,14 @@ are combinations of k*, v*, k, v: see :mod:`slr.pgd`). Hence:
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 import numpy as np
 
 from slr._validate import check_int, check_interval
 
-__all__ = ["overlaps", "dist_manifold", "frame", "frame_vectors", "oracle_frame_vectors"]
+__all__ = ["overlaps", "dist_manifold", "frame", "frame_vectors", "oracle_frame_vectors",
+           "trajectory_gap"]
 
 NAMES = ("kappa", "nu", "theta", "eta", "rho")
 
@@ -35,6 +38,20 @@ def overlaps(k, v, k_star, v_star):
 def dist_manifold(theta, eta, rho):
     """Distance to M = {theta = eta = rho = 0}: sqrt(theta^2 + eta^2 + rho^2) (broadcasts; traceable)."""
     return jnp.sqrt(jnp.square(theta) + jnp.square(eta) + jnp.square(rho))
+
+
+def trajectory_gap(a, b):
+    """Largest |difference| of the five overlaps between two logged runs ``a``, ``b`` (objects with
+    ``kappa``, ``nu``, ``theta``, ``eta``, ``rho`` of one shape (..., T), e.g. two
+    :class:`slr.pgd.Trajectory` from the same starts), per logged step: shape (T,), the max over the
+    overlaps and the leading (repeat) axes."""
+    diffs = []
+    for name in NAMES:
+        x, y = np.asarray(getattr(a, name)), np.asarray(getattr(b, name))
+        if x.shape != y.shape:
+            raise ValueError(f"a and b must log the same shapes, got {name} of shapes {x.shape} and {y.shape}")
+        diffs.append(np.abs(x - y).reshape(-1, x.shape[-1]))
+    return np.max(np.concatenate(diffs, axis=0), axis=0)
 
 
 def frame(k_star, v_star, k0, v0):

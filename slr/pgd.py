@@ -15,7 +15,8 @@ the closed form only as a scalar).
   (``reduced=True``) or in R^d; float64 or float32; a float, a callable or an :class:`InverseTime` lam.
 - :func:`pgd_overlaps`: exact PGD for N runs given by their initial overlaps, each with its own
   (lam0, c, alpha, d), all traced: one compiled program for a whole sweep.
-- :func:`init_sphere`, :func:`init_manifold`: random starts. :class:`Trajectory`: the logged result.
+- :func:`init_sphere`, :func:`init_manifold`: random starts. :class:`Trajectory`: the logged result;
+  :func:`final_summary`: the final median and 95% band over its runs.
 
 Both entries run one jitted engine (the chunked loop of :mod:`slr._loop`).
 """
@@ -35,7 +36,7 @@ from slr.overlaps import NAMES, dist_manifold, frame, frame_vectors, overlaps
 from slr.risk import closed_form
 
 __all__ = ["Trajectory", "InverseTime", "projected_step", "pgd", "pgd_overlaps", "init_sphere",
-           "init_manifold", "split_lam"]
+           "init_manifold", "split_lam", "final_summary"]
 
 UNROLL = 2  # inner-loop unrolling: faster steps, longer compile (measured best trade-off)
 _FIELDS = NAMES + ("excess_risk",)
@@ -277,3 +278,13 @@ def init_manifold(key, k_star, v_star, R):
         v = v - dot(v, kp)[..., None] * kp
     v = v / jnp.linalg.norm(v, axis=-1, keepdims=True)
     return k, v
+
+
+def final_summary(traj: Trajectory) -> dict:
+    """The final |kappa|, |nu|, excess risk and distance to M of a trajectory with repeats (R, T):
+    ``{name: (median, 2.5th percentile, 97.5th percentile)}`` over the R runs, as floats."""
+    if np.ndim(traj.kappa) != 2:
+        raise ValueError(f"traj must have a repeat axis (arrays (R, T)), got kappa of shape {np.shape(traj.kappa)}")
+    last = {"kappa": np.abs(traj.kappa[:, -1]), "nu": np.abs(traj.nu[:, -1]),
+            "risk": np.asarray(traj.excess_risk)[:, -1], "dist": np.asarray(traj.dist_manifold)[:, -1]}
+    return {q: (float(np.median(x)), *map(float, np.percentile(x, [2.5, 97.5]))) for q, x in last.items()}

@@ -2,6 +2,8 @@
 
 ``use_style()`` sets the Matplotlib defaults; ``band`` draws a median with a 95% percentile band over
 repeats (the paper's convention); ``COLORS`` names the colours used across the book.
+``phase_portrait`` draws PGD on the manifold M (Lemma 7) over the risk on M; ``section5_figure`` draws
+the four panels shared by the paper's Section 5 figures (4(a), 4(b), 5, 7(a), 7(b)) for a trajectory.
 """
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["COLORS", "use_style", "band", "new_figure", "label_panels", "token_bars", "risk_panel"]
+from slr import manifold, risk
+
+__all__ = ["COLORS", "use_style", "band", "new_figure", "label_panels", "token_bars", "risk_panel",
+           "phase_portrait", "section5_figure"]
 
 COLORS = {
     "kappa": "#1f5fa8",   # key direction k / k_star
@@ -99,3 +104,57 @@ def risk_panel(ax, log10_lam, log10_d, L, gamma, *, eps, lam_grid):
     ax.set(xlabel=r"$\lambda$", ylabel="risk",
            ylim=(eps ** 2 / 2, max(2 * (gamma ** 2 + eps ** 2), 1.5 * curve.min())))
     return r_or, r_lin
+
+
+def phase_portrait(ax, *, lam, alpha, gamma, d, L, eps=0.0, n_arrows=17, n_grid=201):
+    """The phase portrait of PGD on M (Lemma 7) at a constant ``lam`` and step ``alpha``: the risk on M
+    (Lemma 6) as a grey background, the normalised displacement F(z) - z of the map as arrows, and the
+    five fixed points (Propositions 9-10: minima at +-(1, 1), maxima at +-(1, -1), the saddle at 0).
+    Returns the contour set (for a colour bar)."""
+    grid = np.linspace(-1, 1, n_grid)
+    KK, NN = np.meshgrid(grid, grid)
+    R = np.asarray(risk.risk(KK, NN, 0.0, 0.0, 0.0, lam=lam, gamma=gamma, d=d, L=L, eps=eps))
+    cs = ax.contourf(KK, NN, R, levels=30, cmap="Greys")
+    A, B = np.meshgrid(*2 * [np.linspace(-0.95, 0.95, n_arrows)])
+    Fa, Fb = manifold.manifold_map(A, B, lam=lam, alpha=alpha, gamma=gamma, d=d, L=L, eps=eps)
+    U, W = np.asarray(Fa) - A, np.asarray(Fb) - B
+    n = np.hypot(U, W) + 1e-300
+    ax.quiver(A, B, U / n, W / n, color="0.35", scale=30, width=0.003)
+    ax.plot([1, -1], [1, -1], "*", color=COLORS["oracle"], ms=13, label="minima", zorder=5)
+    ax.plot([1, -1], [-1, 1], "^", color=COLORS["signal"], ms=9, label="maxima", zorder=5)
+    ax.plot([0], [0], "X", color="k", ms=9, label="saddle", zorder=5)
+    ax.set(xlim=(-1.03, 1.03), ylim=(-1.03, 1.03), xlabel=r"$\kappa$", ylabel=r"$\nu$", aspect="equal")
+    return cs
+
+
+def section5_figure(traj, title):
+    """The four panels of the paper's Section 5 figures for a trajectory with repeats (a
+    :class:`slr.pgd.Trajectory` with arrays (R, T)): (a) the excess risk, (b) |kappa_t| and |nu_t|,
+    median and 95% band over the runs; (c) the (kappa_t, nu_t) paths of the runs with the smallest and
+    the largest final |kappa| + |nu|; (d) the distance to M (exact zeros drawn at 1e-19). Returns
+    ``(fig, axes)``."""
+    t = np.asarray(traj.step)
+    kappa, nu = np.asarray(traj.kappa), np.asarray(traj.nu)
+    fig, ax = new_figure(1, 4, width=14.0, height=3.3)
+    band(ax[0], t, traj.excess_risk, color=COLORS["risk"])
+    ax[0].set(yscale="log", xlabel="step $t$", title="excess risk")
+    band(ax[1], t, np.abs(kappa), color=COLORS["kappa"], label=r"$|\kappa_t|$")
+    band(ax[1], t, np.abs(nu), color=COLORS["nu"], label=r"$|\nu_t|$")
+    ax[1].set(ylim=(-0.03, 1.03), xlabel="step $t$", title="alignment with $k^\\star$, $v^\\star$")
+    ax[1].legend(loc="center right")
+    final = np.abs(kappa[:, -1]) + np.abs(nu[:, -1])
+    for r, color in ((int(np.argmin(final)), COLORS["linear"]), (int(np.argmax(final)), COLORS["oracle"])):
+        ax[2].plot(kappa[r], nu[r], color=color, lw=1.2, label=f"run {r}")
+        ax[2].plot(kappa[r, 0], nu[r, 0], "o", color=color, ms=4)
+        ax[2].plot(kappa[r, -1], nu[r, -1], "*", color=color, ms=10)
+    ax[2].set(xlim=(-1.05, 1.05), ylim=(-1.05, 1.05), aspect="equal", xlabel=r"$\kappa$", ylabel=r"$\nu$",
+              title=r"$(\kappa_t, \nu_t)$: o start, * end")
+    ax[2].legend(loc="lower right", fontsize=8)
+    band(ax[3], t, np.maximum(np.asarray(traj.dist_manifold), 1e-19), color=COLORS["signal"])
+    ax[3].set(yscale="log", xlabel="step $t$", title=r"distance to $\mathcal{M}$")
+    for a in (ax[0], ax[1], ax[3]):
+        a.xaxis.set_major_locator(plt.MaxNLocator(4))
+        a.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
+    label_panels(ax)
+    fig.suptitle(title)
+    return fig, ax

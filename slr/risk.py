@@ -4,6 +4,8 @@
   its checked wrapper: the risk R_lam(k, v) = E[(Y - T_lam(X))^2] of the erf predictor (Eq. 3) as a
   function of the five overlaps (kappa, nu, theta, eta, rho) = (k.k*, v.v*, v.k*, k.v*, k.v), on and
   off the manifold M = {theta = eta = rho = 0} (Lemma 6 on M). Noise included: R >= eps^2.
+- :func:`closed_form_expanded`: the same risk written term by term as in the paper's Proposition 15
+  (zeta' and zeta'' expanded by Lemma 18): a second, independent transcription that checks the first.
 - :func:`risk_at` (vectors), :func:`oracle_risk` (Theorem 1; Corollary 2 is its large-d limit),
   :func:`excess_risk`, :func:`null_risk`.
 - :func:`linear_risk`, :func:`linear_weights`: the optimal linear predictor (Proposition 3);
@@ -19,6 +21,8 @@ and phi, zeta and their derivatives are the Gaussian-erf integrals of :mod:`slr.
 from __future__ import annotations
 
 import math
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -29,7 +33,7 @@ from slr.overlaps import overlaps  # noqa: F401  (risk_at; risk.overlaps kept im
 
 __all__ = ["risk", "risk_at", "oracle_risk", "excess_risk", "null_risk", "linear_risk",
            "linear_weights", "affine_risk", "linear_attention_risk", "linear_attention_best", "closed_form",
-           "manifold_risk", "oracle_signal_part"]
+           "manifold_risk", "oracle_signal_part", "closed_form_expanded"]
 
 
 def _as_float_array(name, val, accepted):
@@ -76,6 +80,29 @@ def closed_form(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps):
             + (L - 1) * (G.zeta0(lam) + lam2rho2 * G.zeta2(0.0, lam))
             + (L - 1) * (L - 2) * lam2rho2 * psi0 ** 2
             + 2.0 * (L - 1) * lam * rho * psi0 * (m * ph + lam * g2 * rho * ph1))
+
+
+def closed_form_expanded(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps):
+    """Proposition 15 as the paper writes it, with zeta'(a; b) and zeta''(a; b) expanded by Lemma 18
+    into erf, erf' and erf'' of u = lam sqrt(d/2) kappa / s (s = sqrt(1 + 2 lam^2 gamma^2),
+    c = sqrt(1 + 4 lam^2 gamma^2)). Traceable, positional, no checks; equal to :func:`closed_form` up
+    to round-off (an independent transcription: the book's proofs appendix compares the two)."""
+    erf, derf, d2erf = jax.scipy.special.erf, G.derf, G.d2erf
+    r, g2 = jnp.sqrt(d / 2), gamma ** 2
+    s, c = jnp.sqrt(1 + 2 * lam ** 2 * g2), jnp.sqrt(1 + 4 * lam ** 2 * g2)
+    u = lam * r * kappa / s
+    on_token = (g2 - 2 * (g2 * nu * erf(u) + lam * g2 * r * eta * theta / s * derf(u)
+                          + lam ** 2 * g2 ** 2 * eta * rho / s ** 2 * d2erf(u))
+                + (d / 2 * theta ** 2 + g2) * G.zeta(lam * r * kappa, lam * gamma)
+                + 4 * lam * g2 * r / s * (theta * rho - lam ** 2 * g2 * rho ** 2 * kappa / s ** 2)
+                * erf(u / c) * derf(u)
+                + 4 * lam ** 2 * g2 ** 2 * rho ** 2 / (jnp.sqrt(jnp.pi) * s ** 2 * c)
+                * derf(lam * jnp.sqrt(d) * kappa / c))
+    noise = ((L - 1) * 8 * lam ** 2 * rho ** 2 / (jnp.pi * (1 + 2 * lam ** 2) * jnp.sqrt(1 + 4 * lam ** 2))
+             + (L - 1) * (L - 2) * 4 * lam ** 2 * rho ** 2 / (jnp.pi * (1 + 2 * lam ** 2))
+             + (L - 1) * 4 * lam * rho / jnp.sqrt(jnp.pi * (1 + 2 * lam ** 2))
+             * (r * theta * erf(u) + lam * g2 * rho / s * derf(u)))
+    return eps ** 2 + (L - 1) * G.zeta0(lam) + on_token + noise
 
 
 def risk(kappa, nu, theta, eta, rho, *, lam, gamma, d, L, eps=0.0):

@@ -138,3 +138,10 @@ def test_identities_match_monte_carlo():
         assert len(names) == samples.shape[0] == exact.shape[0] == 10
         z = (samples.mean(1) - exact) / (samples.std(1, ddof=1) / np.sqrt(Z.size))
         assert np.all(np.abs(z) < 5), dict(zip(names, z))
+
+
+def test_expect_normal_moments_and_phi():
+    # E[Z^2] = 1, E[Z^4] = 3, E[erf(a + bZ)] = erf(a / sqrt(1 + 2 b^2)) (Lemma 18, item 1)
+    assert abs(G.expect_normal(lambda z: z * z) - 1.0) < 1e-12
+    assert abs(G.expect_normal(lambda z: z ** 4) - 3.0) < 1e-11
+    assert abs(G.expect_normal(lambda z: math.erf(0.7 + 1.5 * z)) - float(G.phi(0.7, 1.5))) < 1e-12

@@ -152,3 +152,24 @@ def test_hessian_top_eigenvalue_lam_array():
     np.testing.assert_allclose(many, one, rtol=1e-12)
     with pytest.raises(ValueError, match="lam"):
         M.hessian_top_eigenvalue_overlaps(*pts, lam=np.array([0.1, -1.0, 1.0]), d=400, **SETTING)
+
+
+def test_closed_form_gradients_match_automatic_differentiation():
+    # Lemma 7's formulas against jax.grad of the closed-form risk on M, on a grid of the square
+    from slr.risk import risk as risk_fn
+    K, N = np.meshgrid(np.linspace(-1, 1, 9), np.linspace(-1, 1, 9))
+    kw = dict(lam=0.3, gamma=math.sqrt(0.5), d=50, L=5)
+    gk, gn = M.gradients(K, N, **kw)
+    ad = jax.vmap(jax.grad(lambda a, b: risk_fn(a, b, 0.0, 0.0, 0.0, **kw), argnums=(0, 1)))(K.ravel(), N.ravel())
+    assert np.allclose(gk.ravel(), ad[0], atol=1e-13) and np.allclose(gn.ravel(), ad[1], atol=1e-13)
+    with pytest.raises(ValueError, match="kappa"):
+        M.gradients(1.5, 0.0, **kw)
+
+
+def test_map_jacobians_batched_equal_map_jacobian():
+    kw = dict(lam=0.1, alpha=0.04, gamma=math.sqrt(0.5), d=400, L=10)
+    pts = np.array([[0.0, 0.0], [0.3, -0.7], [0.9, 0.2]])
+    J = np.asarray(M.map_jacobians(pts[:, 0], pts[:, 1], **kw))
+    assert J.shape == (3, 2, 2)
+    for p, j in zip(pts, J):
+        assert np.allclose(j, M.map_jacobian(p[0], p[1], **kw), atol=1e-14)

@@ -72,3 +72,17 @@ def test_oracle_frame_vectors_realise_the_overlaps():
         np.testing.assert_allclose(np.array(O.overlaps(k, v, e[0], e[1])), pt, atol=1e-14)
     with pytest.raises(ValueError, match="kappa"):
         O.oracle_frame_vectors(1.5, 0.0, 0.0, 0.0, 0.0)
+
+
+def test_trajectory_gap_is_the_largest_overlap_difference_per_step():
+    from types import SimpleNamespace
+    import numpy as np
+    from slr.overlaps import trajectory_gap
+    a = SimpleNamespace(**{n: np.zeros((2, 3)) for n in ("kappa", "nu", "theta", "eta", "rho")})
+    b = SimpleNamespace(**{n: np.zeros((2, 3)) for n in ("kappa", "nu", "theta", "eta", "rho")})
+    b.eta = np.array([[0.0, -0.5, 0.0], [0.1, 0.0, 0.0]])
+    b.rho = np.array([[0.0, 0.0, 0.0], [0.0, 0.2, 1e-9]])
+    assert np.array_equal(trajectory_gap(a, b), [0.1, 0.5, 1e-9])
+    b.nu = np.zeros((2, 4))
+    with pytest.raises(ValueError, match="same shapes"):
+        trajectory_gap(a, b)

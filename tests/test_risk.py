@@ -342,3 +342,12 @@ def test_oracle_signal_part_matches_the_closed_form_and_keeps_precision():
     assert ok.sum() >= 2
     np.testing.assert_allclose(sig[ok], cf[ok], rtol=1e-6)
     assert np.all(sig > 0) and np.all(np.diff(sig) < 0)
+
+
+def test_closed_form_expanded_equals_closed_form():
+    # two transcriptions of Proposition 15 (compact with zeta', zeta''; expanded by Lemma 18)
+    ov = jax.random.uniform(jax.random.key(3), (5, 200), minval=-1.0, maxval=1.0)
+    for lam, gamma, d, L, eps in ((0.1, math.sqrt(0.5), 400, 10, 0.1), (2.0, 0.5, 20, 3, 0.0)):
+        a = R.closed_form(*ov, lam, gamma, d, L, eps)
+        b = R.closed_form_expanded(*ov, lam, gamma, d, L, eps)
+        assert float(jnp.max(jnp.abs(a - b) / jnp.abs(a))) < 1e-12
