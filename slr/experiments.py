@@ -25,16 +25,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from slr import cache, pgd, sgd, task
 from slr._validate import check_int, check_nonneg, check_positive
 
-__all__ = ["Experiment", "DynamicsConfig", "EXPERIMENTS", "CONFIGS", "config", "run", "simulate"]
+__all__ = ["Experiment", "DynamicsConfig", "EXPERIMENTS", "CONFIGS", "config", "run", "run_timed", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -158,3 +160,24 @@ def run(name: str, seed: int = 0, **overrides):
     data = cache.memoize(f"experiment-{name}", {"config": cfg, "seed": seed},
                          functools.partial(entry.compute, cfg, seed))
     return entry.load(data)
+
+
+def timed_compute(compute, cfg, seed) -> dict:
+    """``compute(cfg, seed)`` with the seconds it took (compilation included) under ``"seconds"``."""
+    t0 = time.perf_counter()
+    data = {k: np.asarray(v) for k, v in compute(cfg, seed).items()}  # asarray waits for the result
+    data["seconds"] = time.perf_counter() - t0
+    return data
+
+
+def run_timed(name: str, seed: int = 0, **overrides):
+    """``(run(name, ...), seconds)``: the result and the wall-clock seconds its computation took when it
+    was computed (compilation included), stored with it in the cache, so a warm call returns the time
+    of the computation, never that of reading the stored result."""
+    seed = check_int("seed", seed, lo=0)
+    cfg = config(name, **overrides)
+    entry = EXPERIMENTS[name]
+    data = cache.memoize(f"experiment-{name}-timed", {"config": cfg, "seed": seed},
+                         functools.partial(timed_compute, entry.compute, cfg, seed))
+    seconds = float(data.pop("seconds"))
+    return entry.load(data), seconds

@@ -57,3 +57,12 @@ def test_run_sgd_override(tmp_path, monkeypatch):
 def test_run_validation(name, over, match):
     with pytest.raises(ValueError, match=match):
         E.run(name, **over)
+
+
+def test_run_timed_stores_the_seconds_of_the_computation(result_cache):
+    kw = dict(steps=40, repeats=2, log_every=20)
+    first, t1 = E.run_timed("fig7b", **kw)
+    second, t2 = E.run_timed("fig7b", **kw)          # read back: the stored seconds, not the read time
+    assert t1 == t2 and t1 > 0
+    assert np.array_equal(first.kappa, second.kappa)
+    assert np.array_equal(first.kappa, E.run("fig7b", **kw).kappa)   # the same result as run()
