@@ -7,17 +7,21 @@ are combinations of k*, v*, k, v: see :mod:`slr.pgd`). Hence:
 - :func:`overlaps`: the five scalars of vectors (k, v, k*, v*) (broadcast over leading axes);
 - :func:`dist_manifold`: the distance sqrt(theta^2 + eta^2 + rho^2) to M = {theta = eta = rho = 0};
 - :func:`frame`: an orthonormal frame Q (d, 4) of span{k*, v*, k0, v0} (exact reduction of PGD to R^4);
+- :func:`separation`: head matching, the heads of a multi-head run matched to the oracle directions;
 - :func:`frame_vectors`: vectors (k*, v*, k, v) in R^dim (dim >= 4) with given overlaps, from a square
   root of their Gram matrix. It is the one construction used both for PGD started from overlaps
   (:func:`slr.pgd.pgd_overlaps`) and for the Riemannian Hessian in R^5 (:mod:`slr.manifold`).
 """
 from __future__ import annotations
 
+import itertools
+
 import jax.numpy as jnp
+import numpy as np
 
 from slr._validate import check_int, check_interval
 
-__all__ = ["overlaps", "dist_manifold", "frame", "frame_vectors"]
+__all__ = ["overlaps", "dist_manifold", "frame", "frame_vectors", "separation"]
 
 NAMES = ("kappa", "nu", "theta", "eta", "rho")
 
@@ -73,3 +77,23 @@ def frame_vectors(kappa, nu, theta, eta, rho, *, dim: int = 4):
                                   for x in (kappa, nu, theta, eta, rho)))
     fn = jnp.vectorize(lambda *o: gram_vectors(*o, dim), signature="(),(),(),(),()->(n),(n),(n),(n)")
     return fn(*args)
+
+
+def separation(overlap):
+    """Separation of heads from an overlap matrix <x_h, x*_j> of shape (..., H, H).
+
+    Returns (A, score): A = |overlap| with its columns permuted to the best matching of heads to
+    oracle directions (the permutation maximising the trace), and score = mean |diag| - mean |offdiag|
+    of that matched matrix (1 for perfectly separated orthonormal heads; 0 when every head is equally
+    aligned with every direction)."""
+    A = np.abs(np.asarray(overlap, dtype=float))
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"overlap must have shape (..., H, H), got {A.shape}")
+    H = A.shape[-1]
+    perms = list(itertools.permutations(range(H)))
+    traces = np.stack([sum(A[..., h, p[h]] for h in range(H)) for p in perms], axis=-1)
+    P = np.asarray(perms)[np.argmax(traces, axis=-1)]  # (..., H)
+    Am = np.take_along_axis(A, P[..., None, :], axis=-1)
+    diag = np.trace(Am, axis1=-2, axis2=-1) / H
+    off = (Am.sum(axis=(-1, -2)) - diag * H) / (H * (H - 1)) if H > 1 else 0.0
+    return Am, diag - off
