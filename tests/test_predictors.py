@@ -141,3 +141,17 @@ def test_bayes_is_the_posterior_mean():
     assert np.mean((y - P.bayes(X, ks, vs, gamma=g)) ** 2) < np.mean((y - P.attention_erf(X, ks, vs, 0.5)) ** 2)
     with pytest.raises(ValueError, match="gamma"):
         P.bayes(X, ks, vs, gamma=0.0)
+
+
+def test_sigmoid_matches_erf_slope_and_range():
+    """tanh(2x/sqrt(pi)): 0 at 0 and saturating at 1, like erf."""
+    x = np.linspace(-1e-4, 1e-4, 3)
+    X = np.stack([x, np.ones(3)], axis=-1)[None]  # L=3 tokens, d=2
+    k, v = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    np.testing.assert_allclose(float(P.attention_sigmoid(X, k, v, 1.0)[0]), 0.0, atol=1e-12)
+    assert abs(float(P.attention_sigmoid(np.array([[[50.0, 1.0]]]), k, v, 1.0)[0]) - 1.0) < 1e-12
+
+
+def test_unknown_activation():
+    with pytest.raises(ValueError, match="activation"):
+        P.get_predictor("gelu")
