@@ -24,23 +24,23 @@ class MultiHeadConfig:
     ``batch`` fresh samples per step, step size ``alpha``. With ``shared_draws`` the draws of a step
     are shared by the repetitions, each turning them into samples of its own oracle.
     """
-    L: int = 10
-    d: int = 80
-    H: int = 2
-    n_locations: int = 2
-    gamma: float = math.sqrt(0.5)
-    eps: float = 0.1
-    batch: int = 20
+    L: int = 10                      # tokens per sequence
+    d: int = 80                      # dimension of the tokens
+    H: int = 2                       # heads (k_h, v_h) of Eq. (31)
+    n_locations: int = 2             # informative tokens of Eq. (30)
+    gamma: float = math.sqrt(0.5)    # std of an informative token (gamma^2 = 1/2)
+    eps: float = 0.1                 # std of the label noise
+    batch: int = 20                  # fresh samples per step
     steps: int = 30000
-    alpha: float = 3e-3
-    lam0: float = 2.0
+    alpha: float = 3e-3              # step size of Definition 1
+    lam0: float = 2.0                # lam_t = lam0 / (1 + lam_decay min(t, lam_freeze))
     lam_decay: float = 3e-4
     lam_freeze: int = 10000
-    repeats: int = 10
+    repeats: int = 10                # runs, each with its own oracle and start
     log_every: int = 500
-    n_test: int = 1000
+    n_test: int = 1000               # test samples per run
     seed: int = 0
-    shared_draws: bool = True
+    shared_draws: bool = True        # one draw per step for all runs
 
 
 #: Figure 9: two heads on two-location regression. Figure 5's d, L, gamma, eps, lam0 and ratio of step

@@ -27,7 +27,7 @@ import numpy as np
 from slr import _loop, reduced, task
 from slr._validate import check_int, check_key, check_lam, check_run, check_unit_rows, check_vectors
 from slr.pgd import Trajectory, projected_step, split_lam
-from slr.predictors import attention_erf, attention_multihead, get_predictor
+from slr.predictors import PREDICTORS, attention_erf, attention_multihead, get_predictor
 from slr.risk import closed_form
 
 __all__ = ["train", "sgd", "TrainLog", "model", "batch_keys", "fresh_draws", "SAMPLERS"]
@@ -204,6 +204,8 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
     check_run(alpha=alpha, gamma=gamma, L=L, eps=eps, log_every=log_every)
     check_int("batch", batch, lo=1)
     check_int("n_test", n_test, lo=1)
+    if not (callable(predictor) or (isinstance(predictor, str) and predictor in PREDICTORS)):
+        raise ValueError(f"predictor must be one of {sorted(PREDICTORS)} or a callable, got {predictor!r}")
     f = get_predictor(predictor)
     if not isinstance(shared_draws, bool):
         raise ValueError(f"shared_draws must be a bool, got {shared_draws!r}")

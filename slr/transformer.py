@@ -55,23 +55,23 @@ class TransformerConfig:
     data (1: single-location regression, Section 2; 2: multiple-location regression, Eq. 30).
     ``gamma`` and ``eps`` are standard deviations.
     """
-    L: int = 10
-    d: int = 80
-    p: int = 80
-    m: int = 200
-    H: int = 1
-    n_locations: int = 1
-    gamma: float = math.sqrt(0.5)
-    eps: float = 0.1
-    batch: int = 128
+    L: int = 10                      # tokens per sequence (plus the register token)
+    d: int = 80                      # model width = token dimension
+    p: int = 80                      # width of the key and query factors K_h, Q_h
+    m: int = 200                     # MLP width
+    H: int = 1                       # attention heads
+    n_locations: int = 1             # informative tokens (Eq. 30)
+    gamma: float = math.sqrt(0.5)    # std of an informative token
+    eps: float = 0.1                 # std of the label noise
+    batch: int = 128                 # fresh samples per step
     steps: int = 8000
-    lr: float = 0.01
-    repeats: int = 20
+    lr: float = 0.01                 # plain SGD step on the matrices (not a sphere step)
+    repeats: int = 20                # independent layers, each with its own oracle
     log_every: int = 100
-    n_test: int = 1000
+    n_test: int = 1000               # test samples per run
     seed: int = 0
     dtype: str = "float32"
-    shared_draws: bool = True
+    shared_draws: bool = True        # one draw per step for all runs
 
     def validate(self):
         check_int("L", self.L, lo=self.n_locations)
