@@ -152,11 +152,10 @@ def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every,
     tdraws = task.draws(key_test, n_test, L=L, d=d, H=ks.shape[-2])
     test_set = lambda a, b: task.assemble(tdraws, a, b, gamma=gamma, eps=eps)[:2]
     Xt, yt = jax.vmap(test_set)(ks, vs) if per_run else test_set(ks, vs)
-    mse = lambda k, v, X, y, l: jnp.mean(jnp.square(y - model(f, X, k, v, l)))
 
     def test_loss(args):  # one logged step, every run
         Kt, Vt, l = args
-        return jax.vmap(mse, in_axes=(0, 0, o, o, None))(Kt, Vt, Xt, yt, l)
+        return jax.vmap(partial(_loss, f), in_axes=(0, 0, o, o, None))(Kt, Vt, Xt, yt, l)
 
     test = jax.lax.map(test_loss, (jnp.moveaxis(K, 1, 0), jnp.moveaxis(V, 1, 0), lam)).T  # (R, T)
     closed = None
