@@ -9,15 +9,15 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.overlaps`    the five overlaps (Section 3), distance to M, the 4-D frame, vectors with given overlaps
 - :mod:`slr.risk`        closed-form risks: Prop. 15, Theorem 1, Prop. 3; Monte Carlo risk
 - :mod:`slr.pgd`         exact projected gradient descent (Definition 1), batched over starts and per-run parameters
-- :mod:`slr.sgd`         stochastic PGD on fresh mini-batches, with the exact-in-law reduced sampler (Figure 5)
+- :mod:`slr.sgd`         THE stochastic PGD trainer: any predictor, H heads, n_loc locations (Figures 5 and 9)
+- :mod:`slr.reduced`     the exact-in-law reduced sampler of one erf head (Figure 5)
 - :mod:`slr.manifold`    the map on M (Lemma 7), fixed points (Props. 9-10), Jacobian (Prop. 12), Hessian, step-size bound
 - :mod:`slr.experiments` the paper's figures as named frozen configurations
 - :mod:`slr.probe`       the [CLS] probing experiment of Section 2.2 (Figure 1(b)): sentences, encoder, probes
 - :mod:`slr.transformer` a Transformer layer with a register token (Appendix E.3, Figures 8 and 10)
-- :mod:`slr.multihead`   the multi-head simplified predictor (Eq. 31) and its stochastic PGD (Figure 9)
-- :mod:`slr.activations` other attention activations (softmax, sigmoid, ReLU, linear) and their training
+- :mod:`slr.multihead`   Figure 9's configuration (Eq. 31 trained by :mod:`slr.sgd`)
+- :mod:`slr.baselines`   the diagonal MLP of the related-models appendix, trained on the attention trainer's batches
 - :mod:`slr.icl`         in-context linear regression and one-layer linear self-attention
-- :mod:`slr.open_questions` helpers of the open-questions chapter (uniform-start overlaps, two-head sweeps)
 - :mod:`slr.cache`       on-disk memoisation of expensive results, keyed by configuration and code
 - :mod:`slr.plotting`    the book's house style
 

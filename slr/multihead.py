@@ -1,184 +1,68 @@
-"""The multi-head simplified predictor (Appendix E.3, Eq. 31) and its stochastic PGD training.
+"""Figure 9's configuration: two heads of Eq. (31) trained on two-location regression (Eq. 30).
 
-Defined and discussed in the chapter ``book/transformer.ipynb``. The project's issue placed this code
-"in slr.dynamics"; it lives here instead because :mod:`slr.dynamics` (the single-head PGD of
-Definition 1) was being written in parallel. It follows Definition 1 head by head: a stochastic
-gradient step on every ``k_h`` and ``v_h``, then each of them is projected back onto the unit sphere.
-
-Eq. (31):  T_lam(X) = sum_{h=1..H} sum_{l=1..L} erf(lam X_l^T k_h) X_l^T v_h,  with k, v of shape (H, d).
-For H = 1 it is :func:`slr.predictors.attention_erf` (Eq. 3).
+The predictor is :func:`slr.predictors.attention_multihead` (Eq. 31); the trainer is the book's one
+stochastic PGD, :func:`slr.sgd.train` (the Riemannian step of Definition 1, head by head).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from functools import partial
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
-from slr._validate import check_int, check_key, check_nonneg, check_positive
-from slr.predictors import attention_multihead
-from slr.task import sample_oracle_multi
+from slr import pgd, sgd, task
 
-__all__ = ["MultiHeadConfig", "FIGURE_9", "predict", "lam_schedule", "init_heads", "draw_batch",
-           "train"]
+__all__ = ["MultiHeadConfig", "FIGURE_9", "train"]
 
 
 @dataclasses.dataclass(frozen=True)
 class MultiHeadConfig:
     """Stochastic PGD on Eq. (31) for multiple-location regression (Eq. 30).
 
-    The inverse temperature follows ``lam_t = lam0 / (1 + lam_decay t)`` up to step ``lam_freeze``
-    and stays constant afterwards (the paper's Figure 9 holds lambda constant after some step).
-    ``gamma``, ``eps`` are standard deviations; ``batch`` fresh samples per step. With
-    ``shared_draws`` the standard Gaussian draws of a step are shared by the repetitions, each turning
-    them into samples of its own oracle (as in :func:`slr.transformer.train`).
+    The inverse temperature is ``lam_t = lam0 / (1 + lam_decay min(t, lam_freeze))`` (the paper's
+    Figure 9 holds lambda constant after some step). ``gamma``, ``eps`` are standard deviations;
+    ``batch`` fresh samples per step, step size ``alpha``. With ``shared_draws`` the draws of a step
+    are shared by the repetitions, each turning them into samples of its own oracle.
     """
-    L: int = 10
-    d: int = 80
-    H: int = 2
-    n_locations: int = 2
-    gamma: float = math.sqrt(0.5)
-    eps: float = 0.1
-    batch: int = 20
+    L: int = 10                      # tokens per sequence
+    d: int = 80                      # dimension of the tokens
+    H: int = 2                       # heads (k_h, v_h) of Eq. (31)
+    n_locations: int = 2             # informative tokens of Eq. (30)
+    gamma: float = math.sqrt(0.5)    # std of an informative token (gamma^2 = 1/2)
+    eps: float = 0.1                 # std of the label noise
+    batch: int = 20                  # fresh samples per step
     steps: int = 30000
-    lr: float = 3e-3
-    lam0: float = 2.0
+    alpha: float = 3e-3              # step size of Definition 1
+    lam0: float = 2.0                # lam_t = lam0 / (1 + lam_decay min(t, lam_freeze))
     lam_decay: float = 3e-4
     lam_freeze: int = 10000
-    reps: int = 10
+    repeats: int = 10                # runs, each with its own oracle and start
     log_every: int = 500
-    n_test: int = 1000
+    n_test: int = 1000               # test samples per run
     seed: int = 0
-    shared_draws: bool = True
-
-    def validate(self):
-        check_int("L", self.L, lo=self.n_locations)
-        check_int("d", self.d, lo=2 * self.n_locations)
-        check_int("H", self.H)
-        check_int("n_locations", self.n_locations)
-        check_positive("gamma", self.gamma)
-        check_nonneg("eps", self.eps)
-        check_int("batch", self.batch)
-        check_int("steps", self.steps)
-        check_positive("lr", self.lr)
-        check_positive("lam0", self.lam0)
-        check_nonneg("lam_decay", self.lam_decay)
-        check_int("lam_freeze", self.lam_freeze, lo=0)
-        check_int("reps", self.reps)
-        check_int("log_every", self.log_every)
-        if self.steps % self.log_every:
-            raise ValueError(f"steps must be a multiple of log_every, got steps={self.steps!r}, "
-                             f"log_every={self.log_every!r}")
-        check_int("n_test", self.n_test)
-        check_int("seed", self.seed, lo=0)
-        return self
+    shared_draws: bool = True        # one draw per step for all runs
 
 
 #: Figure 9: two heads on two-location regression. Figure 5's d, L, gamma, eps, lam0 and ratio of step
-#: size to batch size (lr / batch = 1.5e-4); batch 20, lambda frozen after 10000 steps (see the chapter).
+#: size to batch size (alpha / batch = 1.5e-4); batch 20, lambda frozen after 10000 steps (see the chapter).
 FIGURE_9 = MultiHeadConfig()
 
 
-#: Eq. (31): sum_h sum_l erf(lam X_l^T k_h) X_l^T v_h (it lives in :mod:`slr.predictors`).
-predict = attention_multihead
+def train(cfg: MultiHeadConfig = FIGURE_9, oracles=None) -> sgd.TrainLog:
+    """``cfg.repeats`` runs of :func:`slr.sgd.train` with the predictor of Eq. (31) (float64).
 
-
-def lam_schedule(t, lam0, lam_decay, lam_freeze):
-    """lam_t = lam0 / (1 + lam_decay * min(t, lam_freeze))."""
-    return lam0 / (1.0 + lam_decay * jnp.minimum(t, lam_freeze))
-
-
-def init_heads(key, d: int, H: int):
-    """Independent uniform points of the sphere S^{d-1} for every k_h and v_h: two arrays (H, d)."""
-    check_key("key", key)
-    d = check_int("d", d, lo=2)
-    H = check_int("H", H)
-    g = jax.random.normal(key, (2, H, d), dtype=jnp.float64)
-    g = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
-    return g[0], g[1]
-
-
-def draw_batch(key, n, k_stars, v_stars, *, L, gamma, eps):
-    """Traceable float64 draw of Eq. (30), identical to :func:`slr.task.sample_multi` for the same key."""
-    from slr.transformer import draw_batch as _draw
-    return _draw(key, n, k_stars, v_stars, L=L, gamma=gamma, eps=eps, dtype=jnp.float64)
-
-
-def _project(a):
-    return a / jnp.linalg.norm(a, axis=-1, keepdims=True)
-
-
-def _setup(key, cfg: MultiHeadConfig):
-    k_oracle, k_init, k_test = jax.random.split(key, 3)
-    k_stars, v_stars = sample_oracle_multi(k_oracle, cfg.d, cfg.n_locations)
-    k0, v0 = init_heads(k_init, cfg.d, cfg.H)
-    Xt, yt = draw_batch(k_test, cfg.n_test, k_stars, v_stars, L=cfg.L, gamma=cfg.gamma, eps=cfg.eps)
-    return (k0, v0), k_stars, v_stars, Xt, yt
-
-
-@partial(jax.jit, static_argnums=2)
-def _train(run_keys, data_key, cfg):
-    from slr.transformer import _assemble, _shared_draws
-
-    kv, k_stars, v_stars, Xt, yt = jax.vmap(lambda k: _setup(k, cfg))(run_keys)
-
-    def loss(kv, X, y, lam):
-        return jnp.mean((predict(X, kv[0], kv[1], lam) - y) ** 2)
-
-    def metrics(kv, t):
-        lam = lam_schedule(t, cfg.lam0, cfg.lam_decay, cfg.lam_freeze)
-
-        def one(kv, ks, vs, Xt, yt):
-            return {"excess_risk": loss(kv, Xt, yt, lam) - cfg.eps**2,
-                    "kappa": kv[0] @ ks.T,     # (H heads, n_locations), signed
-                    "nu": kv[1] @ vs.T}
-        out = jax.vmap(one)(kv, k_stars, v_stars, Xt, yt)
-        out["lam"] = jnp.broadcast_to(lam, (cfg.reps,))
-        return out
-
-    def one_update(kv, ks, vs, draws, lam):
-        X, y = _assemble(draws, ks, vs, cfg)
-        gk, gv = jax.grad(loss)(kv, X, y, lam)
-        return _project(kv[0] - cfg.lr * gk), _project(kv[1] - cfg.lr * gv)
-
-    def step(kv, inp):
-        t, key = inp
-        lam = lam_schedule(t, cfg.lam0, cfg.lam_decay, cfg.lam_freeze)
-        if cfg.shared_draws:
-            draws = _shared_draws(key, cfg, jnp.float64)
-            axes = (0, 0, 0, None, None)
-        else:
-            draws = jax.vmap(lambda k: _shared_draws(k, cfg, jnp.float64))(jax.random.split(key, cfg.reps))
-            axes = (0, 0, 0, 0, None)
-        return jax.vmap(one_update, in_axes=axes)(kv, k_stars, v_stars, draws, lam), None
-
-    def block(kv, inp):
-        b, key = inp
-        ts = b * cfg.log_every + jnp.arange(cfg.log_every)
-        kv, _ = jax.lax.scan(step, kv, (ts, jax.random.split(key, cfg.log_every)))
-        return kv, metrics(kv, (b + 1) * cfg.log_every)
-
-    n_logs = cfg.steps // cfg.log_every
-    m0 = metrics(kv, 0)
-    _, logs = jax.lax.scan(block, kv, (jnp.arange(n_logs), jax.random.split(data_key, n_logs)))
-    return jax.tree.map(lambda a, b: jnp.concatenate([a[:, None], jnp.swapaxes(b, 0, 1)], axis=1), m0, logs)
-
-
-def train(cfg: MultiHeadConfig = FIGURE_9):
-    """Stochastic PGD on Eq. (31), ``cfg.reps`` independent runs vectorised with vmap (float64).
-
-    Returns NumPy arrays with a leading axis of repetitions, logged every ``log_every`` steps (step 0
-    included): ``excess_risk`` (test risk minus eps^2 on a fixed batch of ``n_test`` samples),
-    ``kappa`` <k_h, k_star_j> and ``nu`` <v_h, v_star_j> of shape (H, n_locations), ``lam``; and
-    ``steps`` (n_logs,).
+    Each run has its own oracle (2 n_locations orthonormal directions, :func:`slr.task.sample_oracle_multi`)
+    unless ``oracles`` = (k_stars, v_stars) of shape (repeats, n_locations, d) is given (e.g.
+    :func:`slr.task.oracle_at_angle`), and its own start (:func:`slr.pgd.init_sphere` with H heads).
     """
     if not isinstance(cfg, MultiHeadConfig):
         raise ValueError(f"cfg must be a MultiHeadConfig, got {type(cfg).__name__}")
-    cfg.validate()
-    run_key, data_key = jax.random.split(jax.random.key(cfg.seed))
-    out = jax.tree.map(np.asarray, _train(jax.random.split(run_key, cfg.reps), data_key, cfg))
-    out["steps"] = np.arange(0, cfg.steps + 1, cfg.log_every)
-    return out
+    k_oracle, k_init, k_train = jax.random.split(jax.random.key(cfg.seed), 3)
+    if oracles is None:
+        oracles = jax.vmap(lambda k: task.sample_oracle_multi(k, cfg.d, cfg.n_locations))(
+            jax.random.split(k_oracle, cfg.repeats))
+    k0, v0 = pgd.init_sphere(k_init, cfg.d, cfg.repeats, H=cfg.H)
+    lam = pgd.InverseTime(cfg.lam0, cfg.lam_decay, cfg.lam_freeze)
+    return sgd.train(k_train, k0, v0, *oracles, lam=lam, alpha=cfg.alpha, steps=cfg.steps, batch=cfg.batch,
+                     gamma=cfg.gamma, L=cfg.L, eps=cfg.eps, log_every=cfg.log_every, predictor="erf",
+                     n_test=cfg.n_test, shared_draws=cfg.shared_draws)

@@ -8,21 +8,22 @@ are combinations of k*, v*, k, v: see :mod:`slr.pgd`). Hence:
 - :func:`dist_manifold`: the distance sqrt(theta^2 + eta^2 + rho^2) to M = {theta = eta = rho = 0};
 - :func:`frame`: an orthonormal frame Q (d, 4) of span{k*, v*, k0, v0} (exact reduction of PGD to R^4);
 - :func:`trajectory_gap`: the largest difference of the five overlaps between two logged runs;
+- :func:`separation`: head matching, the heads of a multi-head run matched to the oracle directions;
 - :func:`frame_vectors`: vectors (k*, v*, k, v) in R^dim (dim >= 4) with given overlaps, from a square
   root of their Gram matrix. It is the one construction used both for PGD started from overlaps
   (:func:`slr.pgd.pgd_overlaps`) and for the Riemannian Hessian in R^5 (:mod:`slr.manifold`).
 """
 from __future__ import annotations
 
-import jax.numpy as jnp
-import numpy as np
+import itertools
 
+import jax.numpy as jnp
 import numpy as np
 
 from slr._validate import check_int, check_interval
 
 __all__ = ["overlaps", "dist_manifold", "frame", "frame_vectors", "oracle_frame_vectors",
-           "trajectory_gap"]
+           "trajectory_gap", "separation"]
 
 NAMES = ("kappa", "nu", "theta", "eta", "rho")
 
@@ -105,3 +106,23 @@ def oracle_frame_vectors(kappa, nu, theta, eta, rho):
     beta = (rho - kappa * theta - eta * nu) / alpha if alpha > 0 else 0.0
     return (np.array([kappa, eta, alpha, 0.0]),
             np.array([theta, nu, beta, np.sqrt(1 - theta ** 2 - nu ** 2 - beta ** 2)]))
+
+
+def separation(overlap):
+    """Separation of heads from an overlap matrix <x_h, x*_j> of shape (..., H, H).
+
+    Returns (A, score): A = |overlap| with its columns permuted to the best matching of heads to
+    oracle directions (the permutation maximising the trace), and score = mean |diag| - mean |offdiag|
+    of that matched matrix (1 for perfectly separated orthonormal heads; 0 when every head is equally
+    aligned with every direction)."""
+    A = np.abs(np.asarray(overlap, dtype=float))
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"overlap must have shape (..., H, H), got {A.shape}")
+    H = A.shape[-1]
+    perms = list(itertools.permutations(range(H)))
+    traces = np.stack([sum(A[..., h, p[h]] for h in range(H)) for p in perms], axis=-1)
+    P = np.asarray(perms)[np.argmax(traces, axis=-1)]  # (..., H)
+    Am = np.take_along_axis(A, P[..., None, :], axis=-1)
+    diag = np.trace(Am, axis1=-2, axis2=-1) / H
+    off = (Am.sum(axis=(-1, -2)) - diag * H) / (H * (H - 1)) if H > 1 else 0.0
+    return Am, diag - off

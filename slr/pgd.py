@@ -15,7 +15,7 @@ the closed form only as a scalar).
   (``reduced=True``) or in R^d; float64 or float32; a float, a callable or an :class:`InverseTime` lam.
 - :func:`pgd_overlaps`: exact PGD for N runs given by their initial overlaps, each with its own
   (lam0, c, alpha, d), all traced: one compiled program for a whole sweep.
-- :func:`init_sphere`, :func:`init_manifold`: random starts. :class:`Trajectory`: the logged result;
+- :func:`init_sphere` (one or H heads), :func:`init_manifold`: random starts. :class:`Trajectory`: the logged result;
   :func:`final_summary`: the final median and 95% band over its runs.
 
 Both entries run one jitted engine (the chunked loop of :mod:`slr._loop`).
@@ -83,23 +83,29 @@ class Trajectory(NamedTuple):
 
 
 class InverseTime(NamedTuple):
-    """The schedule lam_t = lam0 / (1 + c t) (the paper's decreasing inverse temperature, c = 1e-4).
+    """The schedule lam_t = lam0 / (1 + c min(t, freeze)) (the paper's decreasing inverse temperature,
+    c = 1e-4; ``freeze`` None: never frozen. Figure 9 holds lambda constant after step ``freeze``).
 
-    A callable ``step -> lam``; passed as ``lam`` to :func:`pgd` or :func:`slr.sgd.sgd`, its two numbers
+    A callable ``step -> lam``; passed as ``lam`` to :func:`pgd` or :func:`slr.sgd.train`, lam0 and c
     are traced (not baked into the compiled program), so runs that differ only in them share one
-    compilation. A plain float ``lam`` is ``InverseTime(lam, 0.0)``.
+    compilation (a frozen schedule is compiled as a whole). A plain float ``lam`` is
+    ``InverseTime(lam, 0.0)``.
     """
     lam0: float
     c: float = 0.0
+    freeze: Optional[float] = None
 
     def __call__(self, t):
-        return self.lam0 / (1.0 + self.c * t)
+        if self.freeze is None:
+            return self.lam0 / (1.0 + self.c * t)
+        return self.lam0 / (1.0 + self.c * jnp.minimum(t, self.freeze))
 
 
 def split_lam(lam):
     """(static callable or None, lam0, c) of a checked ``lam``; None means the traced schedule
-    lam0 / (1 + c t) (an :class:`InverseTime` or a float). No checks."""
-    if isinstance(lam, InverseTime):
+    lam0 / (1 + c t) (an unfrozen :class:`InverseTime` or a float); a frozen :class:`InverseTime` is
+    returned as the static callable. No checks."""
+    if isinstance(lam, InverseTime) and lam.freeze is None:
         return None, float(lam.lam0), float(lam.c)
     if callable(lam):
         return lam, 1.0, 0.0
@@ -235,12 +241,15 @@ def pgd_overlaps(overlaps0, *, lam0, alpha, d, steps, gamma, L, log_every, c=0.0
                 reduced=False, dt=jnp.dtype(jnp.float64), axes=(0,) * 8)
 
 
-def init_sphere(key, d, R):
-    """R independent pairs (k0, v0), each uniform on S^{d-1} and independent: arrays of shape (R, d)."""
+def init_sphere(key, d, R, H=None):
+    """R independent pairs (k0, v0), each uniform on S^{d-1} and independent: arrays of shape (R, d);
+    with ``H`` heads, shape (R, H, d) (every k_h and v_h uniform and independent; the same numbers as
+    ``init_sphere(key, d, R * H)`` reshaped)."""
     check_key("key", key)
     d = check_int("d", d, lo=1)
     R = check_int("R", R, lo=1)
-    g = jax.random.normal(key, (2, R, d), dtype=jnp.float64)
+    shape = (2, R) if H is None else (2, R, check_int("H", H, lo=1))
+    g = jax.random.normal(key, shape + (d,), dtype=jnp.float64)
     g = g / jnp.linalg.norm(g, axis=-1, keepdims=True)
     return g[0], g[1]
 

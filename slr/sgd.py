@@ -1,187 +1,258 @@
-"""Stochastic projected gradient descent (Definition 1 with mini-batch gradients; Figure 5).
+"""Stochastic projected gradient descent on the sphere: THE trainer of the book (Definition 1 with
+mini-batch gradients; Figures 5 and 9, and every attention predictor of :mod:`slr.predictors`).
 
-Each step draws ``batch`` fresh samples of SLR(k*, v*) (:mod:`slr.task`) and takes the projected
-step of Definition 1 (:func:`slr.pgd.projected_step`) on their mean squared error (:func:`loss`).
-The default sampler draws the mini-batch gradient exactly in law at a cost of B L 4 + B + 2 d normals
-instead of B L d (:func:`reduced_grads`).
+:func:`train` runs R runs of H heads (k_h, v_h), each head on the unit sphere, for the predictor
+sum_h f(X, k_h, v_h, lam) (f from :mod:`slr.predictors`: erf gives Eq. (31), and Eq. (3) for H = 1),
+on data with n_loc informative tokens (:mod:`slr.task`: Section 2.1 for n_loc = 1, Eq. (30) else).
+Each step draws ``batch`` fresh samples (:func:`slr.task.draws`, turned into samples of each run's
+oracle by :func:`slr.task.assemble`; with ``shared_draws`` one draw per step serves every run) and
+takes the Riemannian step of Definition 1 (:func:`slr.pgd.projected_step`) head by head on their mean
+squared error. For one erf head and one location, ``sampler="reduced"`` draws the mini-batch gradient
+exactly in law at a fraction of the cost (:mod:`slr.reduced`). :func:`sgd` is Figure 5's entry: one
+head, one oracle, the result as a :class:`slr.pgd.Trajectory`.
 
-Public traceable kernels (no checks): :func:`loss`, :func:`fallback_directions`, :func:`reduced_noise`,
-:func:`reduced_grads`. The checked entry: :func:`sgd`.
+Key use: ``key`` splits into the test key (one test draw shared by every run, assembled with each
+run's oracle) and the training key (split into one stream per run, or used as is when shared); step t
+of a stream draws from ``jax.random.fold_in(stream, t)`` (:func:`batch_keys`, :func:`fresh_draws`).
 """
 from __future__ import annotations
 
-import math
 from functools import partial
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from slr import _loop, task
-from slr._validate import check_int, check_key, check_lam, check_run, check_vectors
-from slr.overlaps import overlaps
+from slr import _loop, reduced, task
+from slr._validate import check_int, check_key, check_lam, check_run, check_unit_rows, check_vectors
 from slr.pgd import Trajectory, projected_step, split_lam
-from slr.predictors import attention_erf
+from slr.predictors import PREDICTORS, attention_erf, attention_multihead, get_predictor
 from slr.risk import closed_form
 
-__all__ = ["sgd", "loss", "fallback_directions", "reduced_noise", "reduced_grads", "SAMPLERS"]
+__all__ = ["train", "sgd", "TrainLog", "model", "batch_keys", "fresh_draws", "SAMPLERS"]
 
 SAMPLERS = ("reduced", "full")
-_GS_TOL = 1e-8  # residual norm below which a vector counts as lying in the span (then substituted)
-_FALLBACK_SEED = 0x51F5  # the fixed directions completing a degenerate frame (no data randomness)
 _BLOCK = 50  # steps whose draws are made at once (reduced sampler; 50 and 200 measured alike)
-_UNROLL = 4  # inner-loop unrolling of the sgd steps (fig5: 0.33 ms per step of 30 repeats, 1: 0.44 ms)
+_UNROLL = 4  # inner-loop unrolling of the steps (fig5: 0.33 ms per step of 30 repeats, 1: 0.44 ms)
+_LOGS = ("kappa", "nu", "theta", "eta", "rho", "excess_risk")
 
 
-def loss(k, v, X, y, lam):
-    """Mean squared error of the erf predictor (Eq. 3) on a batch (X, y). Traceable; no checks."""
-    return jnp.mean(jnp.square(y - attention_erf(X, k, v, lam)))
+class TrainLog(NamedTuple):
+    """The log of :func:`train` (R runs, H heads, n_loc oracle directions, T logged steps).
 
-
-def fallback_directions(d):
-    """The two fixed directions (2, d) completing a degenerate frame in :func:`reduced_grads`."""
-    return jax.random.normal(jax.random.key(_FALLBACK_SEED), (2, d), dtype=jnp.float64)
-
-
-def _safe_unit(x, basis, w):
-    """The unit residual of ``x`` against the orthonormal ``basis`` (Gram-Schmidt twice); if that
-    residual is below ``_GS_TOL`` (x in the span), the unit residual of the fixed direction ``w``."""
-    def resid(y):
-        for _ in range(2):
-            for q in basis:
-                y = y - jnp.sum(q * y, axis=-1) * q
-        return y
-    r, rw = resid(x), resid(w)
-    n, nw = jnp.linalg.norm(r), jnp.linalg.norm(rw)
-    ok = n > _GS_TOL
-    return jnp.where(ok, r / jnp.where(ok, n, 1.0), rw / nw)
-
-
-def reduced_noise(key, d, L, batch):
-    """One step's draws for :func:`reduced_grads`: (B L 4 + B + 2 d standard normals, B locations)."""
-    kn, kj = jax.random.split(key)
-    return (jax.random.normal(kn, (batch * L * 4 + batch + 2 * d,), dtype=jnp.float64),
-            jax.random.randint(kj, (batch,), 0, L))
-
-
-def reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch):
-    """Mini-batch gradients of :func:`loss` with exactly the law of the full-d draw. Traceable; no checks.
-
-    The loss depends on the tokens only through their coordinates in an orthonormal frame Q (4, d) of
-    S = span{k*, v*, k, v} (Q[0] = k*, Q[1] = v*; a degenerate span is completed by the fixed
-    directions ``w``, :func:`fallback_directions`). grad_k = sum_il a_il X_il and
-    grad_v = sum_il b_il X_il with coefficients depending only on those coordinates and the label noise;
-    the out-of-span parts (I - P) X_il = sigma_il (I - P) Z_il are independent of them (Gaussian
-    vectors: orthogonal projections of a standard normal are independent), so the out-of-span parts of
-    (grad_k, grad_v) are (I - P) times a Gaussian pair with covariance
-    [[sum a^2 s^2, sum ab s^2], [sum ab s^2, sum b^2 s^2]] (x) I_d (s = gamma on the informative token,
-    1 elsewhere): two d-vectors and a 2x2 Cholesky factor. Cost: B L 4 + B + 2 d normals (B L d for
-    the full draw).
+    step (T,); lam (T,) the inverse temperature at those steps; kappa, nu, theta, eta (R, T, H, n_loc):
+    <k_h, k*_j>, <v_h, v*_j>, <v_h, k*_j>, <k_h, v*_j>; rho (R, T, H): <k_h, v_h>; excess_risk (R, T):
+    test-batch mean squared error minus eps^2; k, v (R, H, d): the final heads; excess_risk_closed
+    (R, T): the closed form (Proposition 15) for one erf head on one location, else None.
     """
-    d = ks.shape[0]
-    u3 = _safe_unit(k, (ks, vs), w[0])
-    u4 = _safe_unit(v, (ks, vs, u3), w[1])
-    Q = jnp.stack([ks, vs, u3, u4])  # (4, d), orthonormal
-    ck, cv = Q @ k, Q @ v
-    G, J0 = noise
-    n4 = batch * L * 4
-    onehot = J0[:, None] == jnp.arange(L)  # (B, L)
-    sig = jnp.where(onehot, gamma, 1.0)
-    mean = jnp.zeros(4).at[0].set(math.sqrt(d / 2.0))
-    C = sig[..., None] * G[:n4].reshape(batch, L, 4) \
-        + jnp.where(onehot[..., None], mean, 0.0)  # (B, L, 4): coordinates of the tokens
-    y = jnp.sum(jnp.where(onehot, C[..., 1], 0.0), axis=1) \
-        + eps * G[n4:n4 + batch]
-    A, Bv = C @ ck, C @ cv  # X.k, X.v: (B, L)
-    e = jax.scipy.special.erf(lam * A)
-    res = y - jnp.sum(e * Bv, axis=1)  # (B,)
-    ca = (-2.0 / batch) * res[:, None] * lam * (2.0 / math.sqrt(math.pi)) * jnp.exp(-jnp.square(lam * A)) * Bv
-    cb = (-2.0 / batch) * res[:, None] * e
-    gk_in = jnp.einsum("bl,blm->m", ca, C)
-    gv_in = jnp.einsum("bl,blm->m", cb, C)
-    s2 = jnp.square(sig)
-    s11, s12, s22 = jnp.sum(ca * ca * s2), jnp.sum(ca * cb * s2), jnp.sum(cb * cb * s2)
-    pos = s11 > 0.0
-    l11 = jnp.sqrt(s11)
-    l21 = jnp.where(pos, s12 / jnp.where(pos, l11, 1.0), 0.0)
-    l22 = jnp.sqrt(jnp.maximum(s22 - jnp.square(l21), 0.0))
-    z = G[n4 + batch:].reshape(2, d)
-    g = jnp.stack([l11 * z[0], l21 * z[0] + l22 * z[1]])  # (2, d)
-    g = g - (g @ Q.T) @ Q  # (I - P)
-    return Q.T @ gk_in + g[0], Q.T @ gv_in + g[1]
+    step: np.ndarray
+    lam: np.ndarray
+    kappa: np.ndarray
+    nu: np.ndarray
+    theta: np.ndarray
+    eta: np.ndarray
+    rho: np.ndarray
+    excess_risk: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    excess_risk_closed: Optional[np.ndarray] = None
+
+    def to_dict(self) -> dict:
+        """The fields as a dict of NumPy arrays (``None`` fields left out), for :mod:`slr.cache`."""
+        return {k: np.asarray(v) for k, v in self._asdict().items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data) -> "TrainLog":
+        """Inverse of :meth:`to_dict`."""
+        return cls(**{k: np.asarray(data[k]) for k in cls._fields if k in data})
 
 
-def _sgd_single(key, k0, v0, ks, vs, w, lam0, c, alpha, gamma, L, eps, log_every, rem, *, fn, n_chunks,
-                batch, unroll, sampler):
-    lam_fn = _loop.lam_fn(fn, lam0, c, jnp.float64)
-    grad = jax.grad(loss, argnums=(0, 1))
-    reduced = sampler == "reduced" and ks.shape[0] >= 4  # d < 4: no 4-D frame, the full draw is as cheap
+def model(f, X, k, v, lam):
+    """sum_h f(X, k_h, v_h, lam) for heads k, v of shape (H, d); a predictor that reads all heads at
+    once (``f.heads``, e.g. :func:`slr.predictors.attention_multihead`) is called as is. Traceable."""
+    if getattr(f, "heads", False):
+        return f(X, k, v, lam)
+    out = f(X, k[0], v[0], lam)
+    for h in range(1, k.shape[0]):
+        out = out + f(X, k[h], v[h], lam)
+    return out
 
-    if reduced:
-        d = ks.shape[0]
+
+def batch_keys(key, repeats, shared_draws=False):
+    """(test key, training streams) of :func:`train`: the streams are one key per run, shape
+    (repeats,), or with ``shared_draws`` the one key every run reads."""
+    key_test, key_train = jax.random.split(key)
+    return key_test, (key_train if shared_draws else jax.random.split(key_train, repeats))
+
+
+def fresh_draws(stream, t, *, batch, L, d, n_loc=1):
+    """The draws of step t of a training stream (:func:`slr.task.draws`; turn them into samples with
+    :func:`slr.task.assemble`). Traceable, no checks."""
+    return task.draws(jax.random.fold_in(stream, t), batch, L=L, d=d, H=n_loc)
+
+
+def _loss(f, k, v, X, y, lam):
+    return jnp.mean(jnp.square(y - model(f, X, k, v, lam)))
+
+
+def _heads_step(k, v, gk, gv, alpha):
+    """Definition 1 head by head, on (H, d) arrays. Traceable."""
+    if k.shape[0] == 1:  # one head: the single-head step itself (the same round-off)
+        k, v = projected_step(k[0], v[0], gk[0], gv[0], alpha)
+        return k[None], v[None]
+    return jax.vmap(projected_step, in_axes=(0, 0, 0, 0, None))(k, v, gk, gv, alpha)
+
+
+def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f, sampler, n_chunks,
+             batch, L):
+    """One run: the iterates (T, H, d) at the logged steps."""
+    d = k0.shape[-1]
+    if sampler == "reduced" and d >= 4:  # d < 4: no 4-D frame, the full draw is as cheap
+        w = reduced.fallback_directions(d)
 
         def step(cr, t, nz):
-            k, v = cr
-            gk, gv = reduced_grads(nz, k, v, ks, vs, w, lam_fn(t), gamma, L, eps, batch)
-            return projected_step(k, v, gk, gv, alpha)
+            gk, gv = reduced.reduced_grads(nz, cr[0][0], cr[1][0], ks[0], vs[0], w, lam_t(t), gamma, L, eps,
+                                           batch)
+            return _heads_step(cr[0], cr[1], gk[None], gv[None], alpha)
 
-        noise = lambda t: reduced_noise(jax.random.fold_in(key, t), d, L, batch)
-        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise=noise,
+        noise = lambda t: reduced.reduced_noise(jax.random.fold_in(key, t), d, L, batch)
+        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, _UNROLL, noise=noise,
                                 block=_BLOCK)
+    grad = jax.grad(partial(_loss, f), argnums=(0, 1))
 
     def body(cr, t):
-        k, v = cr
-        X, y, _ = task.assemble(task.draws(jax.random.fold_in(key, t), batch, L=L, d=ks.shape[0]), ks[None],
-                                vs[None], gamma=gamma, eps=eps)
-        gk, gv = grad(k, v, X, y, lam_fn(t))
-        return projected_step(k, v, gk, gv, alpha)
+        X, y, _ = task.assemble(fresh_draws(key, t, batch=batch, L=L, d=d, n_loc=ks.shape[0]), ks, vs,
+                                gamma=gamma, eps=eps)
+        gk, gv = grad(cr[0], cr[1], X, y, lam_t(t))
+        return _heads_step(cr[0], cr[1], gk, gv, alpha)
 
-    # log the iterates themselves: the test loss is evaluated after the scan, for all repeats at once
-    return _loop.run_chunks(body, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll)
+    return _loop.run_chunks(body, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, _UNROLL)
 
 
-@partial(jax.jit, static_argnames=("fn", "n_chunks", "batch", "n_test", "L", "unroll", "batched",
-                                   "has_rem", "sampler"))
-def _sgd_core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, *, fn,
-              n_chunks, batch, n_test, L, unroll, batched, has_rem, sampler):
-    w = fallback_directions(ks.shape[0])
-    run = lambda kk, a, b: _sgd_single(kk, a, b, ks, vs, w, lam0, c, alpha, gamma, L, eps, log_every,
-                                       rem if has_rem else None, fn=fn, n_chunks=n_chunks, batch=batch,
-                                       unroll=unroll, sampler=sampler)
-    K, V = jax.vmap(run)(keys, k0, v0) if batched else run(keys, k0, v0)  # (..., T, d)
-    lam = _loop.lam_fn(fn, lam0, c, jnp.float64)(t_log.astype(jnp.float64))
-    ov = overlaps(K, V, ks, vs)
-    closed = closed_form(*ov, lam, gamma, float(ks.shape[0]), float(L), eps) - eps ** 2
-    # one fixed test batch shared by the repeats (Figure 5): one matmul per logged step
-    Xt, yt, _ = task.assemble(task.draws(key_test, n_test, L=L, d=ks.shape[0]), ks[None], vs[None],
-                              gamma=gamma, eps=eps)
-    Kb, Vb = (x if batched else x[None] for x in (K, V))
+@partial(jax.jit, static_argnames=("f", "sampler", "fn", "n_chunks", "batch", "n_test", "L", "has_rem",
+                                   "shared", "per_run", "batched"))
+def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, *, f, sampler,
+          fn, n_chunks, batch, n_test, L, has_rem, shared, per_run, batched=True):
+    lam_t = _loop.lam_fn(fn, lam0, c, jnp.float64)
+    run = lambda kk, a, b, s, u: _one_run(kk, a, b, s, u, lam_t, alpha, gamma, eps, log_every,
+                                          rem if has_rem else None, f=f, sampler=sampler, n_chunks=n_chunks,
+                                          batch=batch, L=L)
+    o = 0 if per_run else None
+    if batched:
+        K, V = jax.vmap(run, in_axes=(None if shared else 0, 0, 0, o, o))(keys, k0, v0, ks, vs)  # (R, T, H, d)
+    else:  # one run without vmap (sgd from vectors (d,): the same round-off as before the vmap existed)
+        K, V = (x[None] for x in run(keys[0], k0[0], v0[0], ks, vs))
+    lam = lam_t(t_log.astype(jnp.float64))
+    R_, d = K.shape[0], K.shape[-1]
+    KS, VS = (x if per_run else jnp.broadcast_to(x, (R_,) + x.shape) for x in (ks, vs))  # (R, n, d)
+    dot = lambda a, b: jnp.sum(a[:, :, :, None, :] * b[:, None, None, :, :], axis=-1)  # (R, T, H, n)
+    logs = (dot(K, KS), dot(V, VS), dot(V, KS), dot(K, VS), jnp.sum(K * V, axis=-1))
+    # one test draw shared by the runs, each assembling its own oracle's samples
+    tdraws = task.draws(key_test, n_test, L=L, d=d, H=ks.shape[-2])
+    test_set = lambda a, b: task.assemble(tdraws, a, b, gamma=gamma, eps=eps)[:2]
+    Xt, yt = jax.vmap(test_set)(ks, vs) if per_run else test_set(ks, vs)
 
-    def test_loss(args):
-        Kr, Vr, l = args  # (R, d), (R, d), ()
-        pred = jnp.sum(jax.scipy.special.erf(l * (Xt @ Kr.T)) * (Xt @ Vr.T), axis=1)  # (n, R)
-        return jnp.mean(jnp.square(yt[:, None] - pred), axis=0)
+    def test_loss(args):  # one logged step, every run
+        Kt, Vt, l = args
+        return jax.vmap(partial(_loss, f), in_axes=(0, 0, o, o, None))(Kt, Vt, Xt, yt, l)
 
-    test = jax.lax.map(test_loss, (jnp.moveaxis(Kb, -2, 0), jnp.moveaxis(Vb, -2, 0), lam)).T  # (R, T)
-    test = test if batched else test[0]
-    return ov + (test - eps ** 2, closed)
+    test = jax.lax.map(test_loss, (jnp.moveaxis(K, 1, 0), jnp.moveaxis(V, 1, 0), lam)).T  # (R, T)
+    closed = None
+    if f in (attention_erf, attention_multihead) and K.shape[-2] == 1 and ks.shape[-2] == 1:
+        r = slice(None) if batched else 0  # (the unbatched shapes of sgd from vectors: the same round-off)
+        closed = closed_form(*(x[r, :, 0, 0] for x in logs[:4]), logs[4][r, :, 0], lam, gamma, float(d), float(L),
+                             eps) - eps ** 2
+        closed = closed if batched else closed[None]
+    return lam, logs, test - eps ** 2, K[:, -1], V[:, -1], closed
+
+
+def _check_rows(name, x, d=None):
+    arr = check_unit_rows(name, x, d, max_ndim=3)
+    if arr.ndim < 2:
+        raise ValueError(f"{name} must have shape {'(R, H, d)' if name in ('k0', 'v0') else '(n_loc, d) or (R, n_loc, d)'}, "
+                         f"got shape {arr.shape}")
+    return arr
+
+
+def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, eps, log_every,
+          predictor="erf", n_test=1000, shared_draws=False, sampler="full") -> TrainLog:
+    """Stochastic projected gradient descent on the sphere (Definition 1 on fresh mini-batches).
+
+    Args:
+        key: JAX PRNG key (:func:`batch_keys`: a test key and the training streams).
+        k0, v0: unit starts, shape (R, H, d): R runs of H heads (:func:`slr.pgd.init_sphere` with ``H``).
+        k_stars, v_stars: unit oracle directions, shape (n_loc, d) shared by the runs, or (R, n_loc, d)
+            one oracle per run (e.g. :func:`slr.task.oracle_at_angle`); n_loc informative tokens.
+        lam: a float > 0, an :class:`slr.pgd.InverseTime` (``freeze`` to hold it after a step) or a
+            traceable callable step -> lam.
+        alpha: step size > 0. steps, batch, n_test, log_every: integers >= 1 (step 0 and the last step
+            are always logged). gamma (> 0), eps (>= 0): standard deviations. L >= n_loc: tokens.
+        predictor: a name of :data:`slr.predictors.PREDICTORS` or a callable f(X, k, v, lam); the model
+            is sum_h f(X, k_h, v_h, lam) (:func:`model`).
+        shared_draws: one draw per step for every run (each assembles its own oracle's samples) instead
+            of one independent stream per run.
+        sampler: ``"full"`` (the B L d token entries) or ``"reduced"`` (one erf head on one location:
+            :func:`slr.reduced.reduced_grads`, the same law, not the same draws).
+
+    Returns:
+        A :class:`TrainLog` of NumPy arrays.
+    """
+    check_key("key", key)
+    lam = check_lam(lam, check_int("steps", steps, lo=1))
+    check_run(alpha=alpha, gamma=gamma, L=L, eps=eps, log_every=log_every)
+    check_int("batch", batch, lo=1)
+    check_int("n_test", n_test, lo=1)
+    if not (callable(predictor) or (isinstance(predictor, str) and predictor in PREDICTORS)):
+        raise ValueError(f"predictor must be one of {sorted(PREDICTORS)} or a callable, got {predictor!r}")
+    f = get_predictor(predictor)
+    if not isinstance(shared_draws, bool):
+        raise ValueError(f"shared_draws must be a bool, got {shared_draws!r}")
+    if not isinstance(sampler, str) or sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+    k0, v0 = _check_rows("k0", k0), _check_rows("v0", v0)
+    if k0.ndim != 3 or k0.shape != v0.shape:
+        raise ValueError(f"k0 and v0 must have one shape (R, H, d), got {k0.shape} and {v0.shape}")
+    R, H, d = k0.shape
+    ks, vs = _check_rows("k_stars", k_stars, d), _check_rows("v_stars", v_stars, d)
+    if ks.shape != vs.shape or (ks.ndim == 3 and ks.shape[0] != R):
+        raise ValueError(f"k_stars and v_stars must have one shape (n_loc, d) or (R, n_loc, d) with R={R}, "
+                         f"got {ks.shape} and {vs.shape}")
+    check_int("L", L, lo=ks.shape[-2])
+    if sampler == "reduced" and (H != 1 or ks.shape[-2] != 1 or f is not attention_erf):
+        raise ValueError(f"sampler 'reduced' needs one erf head on one location, got H={H}, "
+                         f"n_loc={ks.shape[-2]}, predictor={predictor!r}")
+    key_test, keys = batch_keys(key, R, shared_draws)
+    return _train(key_test, keys, k0, v0, ks, vs, lam, alpha=alpha, steps=steps, batch=batch, gamma=gamma, L=L,
+                  eps=eps, log_every=log_every, f=f, n_test=n_test, shared=shared_draws, sampler=sampler)
+
+
+def _train(key_test, keys, k0, v0, ks, vs, lam, *, alpha, steps, batch, gamma, L, eps, log_every, f, n_test,
+           shared, sampler, batched=True):
+    fn, lam0, c = split_lam(lam)
+    n_chunks, rem = _loop.schedule(int(steps), int(log_every))
+    t_log = _loop.log_steps(int(steps), int(log_every))
+    lam_log, logs, test, k, v, closed = _core(
+        key_test, keys, *map(jnp.asarray, (k0, v0, ks, vs)), lam0, c, float(alpha), float(gamma), float(eps),
+        int(log_every), int(rem or 0), jnp.asarray(t_log), f=f, sampler=sampler, fn=fn, n_chunks=n_chunks,
+        batch=int(batch), n_test=int(n_test), L=int(L), has_rem=rem is not None, shared=shared,
+        per_run=np.ndim(ks) == 3, batched=batched)
+    out = dict(zip(_LOGS, logs + (test,)), k=k, v=v, lam=lam_log, excess_risk_closed=closed)
+    return TrainLog(step=t_log, **{name: None if x is None else np.asarray(x) for name, x in out.items()})
 
 
 def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps, log_every,
         n_test=1000, sampler="reduced") -> Trajectory:
-    """Stochastic projected gradient descent (Definition 1 with mini-batch gradients; Figure 5).
+    """Figure 5's stochastic PGD: :func:`train` with one erf head and one oracle (k_star, v_star).
 
     Args:
-        key: JAX PRNG key (split into the fixed test batch, shared by the repeats, and one training
-            stream per repeat).
+        key: JAX PRNG key (the fixed test batch, shared by the repeats, and one training stream per repeat).
         k0, v0: unit vectors, shape (d,) or (R, d) (repeats vectorised with ``vmap``).
-        k_star, v_star, lam, alpha, steps, gamma, L, eps, log_every: as in :func:`slr.pgd.pgd`.
-        batch: mini-batch size >= 1. n_test: size of the fixed test batch >= 1.
-        sampler: how a mini-batch gradient is drawn. ``"full"``: the B L d token entries themselves
-            (:mod:`slr.task`). ``"reduced"`` (default): :func:`reduced_grads`, the tokens' coordinates
-            in an orthonormal frame of span{k, v, k*, v*} plus the out-of-span parts of the two
-            gradients: the gradients, hence the whole trajectory, have exactly the law of the full draw
-            (not the same draws: the two samplers use the random stream differently). A degenerate span
-            (e.g. a start at k*, v*) is completed by fixed directions; for d < 4 the full draw is used.
+        k_star, v_star: orthonormal vectors (d,), d >= 2. batch, n_test: integers >= 1.
+        lam, alpha, steps, gamma, L, eps, log_every: as in :func:`slr.pgd.pgd`.
+        sampler: ``"reduced"`` (default, :mod:`slr.reduced`: exactly the law of the full draw, not the
+            same draws; a degenerate span is completed by fixed directions; d < 4 uses the full draw)
+            or ``"full"``.
 
     Returns:
         A :class:`slr.pgd.Trajectory` whose ``excess_risk`` is the test-batch estimate of R - eps^2
@@ -197,13 +268,14 @@ def sgd(key, k0, v0, k_star, v_star, *, lam, alpha, steps, batch, gamma, L, eps,
     k0, v0, ks, vs, d = check_vectors(k0, v0, k_star, v_star)
     if d < 2:
         raise ValueError(f"d must be >= 2 for sgd (k_star and v_star orthogonal), got {d}")
-    key_test, key_train = jax.random.split(key)
-    keys = jax.random.split(key_train, k0.shape[0]) if k0.ndim == 2 else key_train
-    fn, lam0, c = split_lam(lam)
-    n_chunks, rem = _loop.schedule(int(steps), int(log_every))
-    t_log = _loop.log_steps(int(steps), int(log_every))
-    out = _sgd_core(key_test, keys, jnp.asarray(k0), jnp.asarray(v0), jnp.asarray(ks), jnp.asarray(vs), lam0, c,
-                    float(alpha), float(gamma), float(eps), int(log_every), int(rem or 0),
-                    jnp.asarray(t_log), fn=fn, n_chunks=n_chunks, batch=int(batch), n_test=int(n_test),
-                    L=int(L), unroll=_UNROLL, batched=k0.ndim == 2, has_rem=rem is not None, sampler=sampler)
-    return Trajectory(t_log, *out)
+    one = k0.ndim == 1
+    key_test, keys = batch_keys(key, 1 if one else k0.shape[0])
+    if one:  # a single run reads the training key itself
+        keys = jax.random.split(key)[1][None]
+    k0, v0 = (np.reshape(x, (-1, 1, d)) for x in (k0, v0))
+    log = _train(key_test, keys, k0, v0, ks[None], vs[None], lam, alpha=alpha, steps=steps, batch=batch,
+                 gamma=gamma, L=L, eps=eps, log_every=log_every, f=attention_erf, n_test=n_test, shared=False,
+                 sampler=sampler, batched=not one)
+    sq = (lambda x: x[0]) if one else (lambda x: x)
+    ov = [sq(getattr(log, n)[:, :, 0, 0]) for n in _LOGS[:4]] + [sq(log.rho[:, :, 0])]
+    return Trajectory(log.step, *ov, sq(log.excess_risk), sq(log.excess_risk_closed))

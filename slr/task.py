@@ -17,11 +17,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr._validate import (check_int, check_key, check_nonneg, check_orthogonal, check_positive, check_probs,
-                           check_unit)
+from slr._validate import (check_int, check_interval, check_key, check_nonneg, check_orthogonal, check_positive,
+                           check_probs, check_unit)
 
 __all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "draws", "assemble",
-           "orthonormal_frame", "norm_rule_rates", "argmax_failure"]
+           "orthonormal_frame", "norm_rule_rates", "argmax_failure", "oracle_at_angle"]
 
 
 def orthonormal_frame(key, d: int, m: int):
@@ -53,6 +53,30 @@ def sample_oracle_multi(key, d: int, H: int):
     check_int("d", d, lo=2 * H)
     frame = orthonormal_frame(key, d, 2 * H)
     return frame[:H], frame[H:]
+
+
+def oracle_at_angle(key, d: int, phi, which: str = "k"):
+    """Two-location oracles (Eq. 30, H = 2) with an angle ``phi`` (radians) between the two key
+    directions (``which="k"``) or the two value directions (``which="v"``); every other pair of the
+    four directions is orthogonal. From an orthonormal frame e1..e4 (:func:`orthonormal_frame`):
+    k*_1 = e1, k*_2 = cos(phi) e1 + sin(phi) e2, v*_1 = e3, v*_2 = e4 (k and v swapped for ``which="v"``);
+    phi = pi/2 is an orthonormal oracle. A scalar ``phi`` gives (k_stars, v_stars) of shape (2, d); an
+    array of N angles gives N oracles, shape (N, 2, d), each from its own frame (keys split(key, N))."""
+    check_key("key", key)
+    d = check_int("d", d, lo=4)
+    check_interval("phi", phi, 0.0, math.pi)
+    if which not in ("k", "v"):
+        raise ValueError(f"which must be 'k' or 'v', got {which!r}")
+    phi = jnp.asarray(phi, dtype=jnp.float64)
+    if phi.ndim > 1:
+        raise ValueError(f"phi must be a scalar or an array of shape (N,), got shape {phi.shape}")
+    frames = (orthonormal_frame(key, d, 4) if phi.ndim == 0 else
+              jax.vmap(lambda k: orthonormal_frame(k, d, 4))(jax.random.split(key, phi.shape[0])))
+    e = jnp.moveaxis(frames, -2, 0)  # (4, ..., d)
+    c, s = jnp.cos(phi)[..., None], jnp.sin(phi)[..., None]
+    a = jnp.stack([e[0], c * e[0] + s * e[1]], axis=-2)
+    b = jnp.stack([e[2], e[3]], axis=-2)
+    return (a, b) if which == "k" else (b, a)
 
 
 def sample(key, n: int, k_star, v_star, *, L: int, gamma: float, eps: float = 0.0, p=None):

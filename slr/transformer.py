@@ -1,8 +1,5 @@
-"""A Transformer layer with a register token (Appendix E.3, Eq. 29), trained on (multiple-)location regression.
-
-Defined and discussed in the chapter ``book/transformer.ipynb``.
-
-Our reading of Eq. (29), with row vectors (tokens are rows) and ``X~ = [c; X]`` of shape (L+1, d):
+"""A Transformer layer with a register token (Appendix E.3, Eq. 29), trained on (multiple-)location regression
+(the chapter ``book/transformer.ipynb``). Our reading of Eq. (29), with row vectors (tokens are rows) and ``X~ = [c; X]`` of shape (L+1, d):
 
     N = LN(X~)                                   layer norm of every token, no learned gain or bias
     A_h = softmax_rows(N K_h Q_h^T N^T / sqrt(p))                      (L+1, L+1), h = 1..H
@@ -17,17 +14,17 @@ tokens; with the paper's initialisation ``Q = 0`` the attended-token factor star
 matrix whose first left singular vector the paper calls ``k_hat``: it is the *key-side* weight of the
 layer in the sense that it decides which token is selected. Shapes: ``K_h, Q_h`` (d, p),
 ``V_h`` (d, d_v), ``O_h`` (d_v, d) with ``d_v = d / H``; ``W1`` (d, m), ``b1`` (m,), ``W2`` (m, d),
-``b2`` (d,), ``theta`` (d,). For H = 1, ``O = I`` and it is not trained (the paper's single-head setting).
-
-Initialisation (Appendix E.3): K, V, W1, W2 Gaussian with variance 2/(d_in + d_out); biases 0; Q = 0;
-theta Gaussian with variance 1/d^2; O = I for one head (Gaussian with variance 2/(d_v + d) for H > 1).
+``b2`` (d,), ``theta`` (d,). For H = 1, ``O = I`` and it is not trained (the paper's single-head setting);
+initialisation as in Appendix E.3 (:func:`init_params`).
 
 Only the register row enters the prediction, so :func:`predict` computes that row alone: one score
 vector ``u_h = Q_h K_h^T LN(c) / sqrt(p)`` per head, scores ``LN(x_l)^T u_h``, one attention-weighted
 average per head and the MLP on a single row. :func:`forward_full` computes the whole (L+1, d) output
-(for checking). Training (:func:`train`) is plain SGD with optax, fresh samples at every step drawn
-inside one jitted ``lax.scan``, the repetitions vectorised with ``vmap``; it runs in float32 by default
-(the statistics it reports need no more), float64 on request.
+(for checking). Training (:func:`train`) is deliberately plain SGD (optax) on the unconstrained matrices,
+as in the paper's Appendix E.3, not the projected step of Definition 1 on the sphere that
+:func:`slr.sgd.train` takes for the simplified predictors. Fresh samples at every step (the task's one
+sampler body, :func:`slr.task.draws` and :func:`slr.task.assemble`) are drawn inside one jitted
+``lax.scan``, the repetitions vectorised with ``vmap``; float32 by default, float64 on request.
 """
 from __future__ import annotations
 
@@ -58,44 +55,37 @@ class TransformerConfig:
     data (1: single-location regression, Section 2; 2: multiple-location regression, Eq. 30).
     ``gamma`` and ``eps`` are standard deviations.
     """
-    L: int = 10
-    d: int = 80
-    p: int = 80
-    m: int = 200
-    H: int = 1
-    n_locations: int = 1
-    gamma: float = math.sqrt(0.5)
-    eps: float = 0.1
-    batch: int = 128
+    L: int = 10                      # tokens per sequence (plus the register token)
+    d: int = 80                      # model width = token dimension
+    p: int = 80                      # width of the key and query factors K_h, Q_h
+    m: int = 200                     # MLP width
+    H: int = 1                       # attention heads
+    n_locations: int = 1             # informative tokens (Eq. 30)
+    gamma: float = math.sqrt(0.5)    # std of an informative token
+    eps: float = 0.1                 # std of the label noise
+    batch: int = 128                 # fresh samples per step
     steps: int = 8000
-    lr: float = 0.01
-    reps: int = 20
+    lr: float = 0.01                 # plain SGD step on the matrices (not a sphere step)
+    repeats: int = 20                # independent layers, each with its own oracle
     log_every: int = 100
-    n_test: int = 1000
+    n_test: int = 1000               # test samples per run
     seed: int = 0
     dtype: str = "float32"
-    shared_draws: bool = True
+    shared_draws: bool = True        # one draw per step for all runs
 
     def validate(self):
         check_int("L", self.L, lo=self.n_locations)
         check_int("d", self.d, lo=2 * self.n_locations)
-        check_int("p", self.p)
-        check_int("m", self.m)
-        check_int("H", self.H)
-        check_int("n_locations", self.n_locations)
+        for name in ("p", "m", "H", "n_locations", "batch", "steps", "repeats", "log_every", "n_test"):
+            check_int(name, getattr(self, name))
         if self.d % self.H:
             raise ValueError(f"d must be a multiple of H, got d={self.d!r} and H={self.H!r}")
         check_positive("gamma", self.gamma)
         check_nonneg("eps", self.eps)
-        check_int("batch", self.batch)
-        check_int("steps", self.steps)
         check_positive("lr", self.lr)
-        check_int("reps", self.reps)
-        check_int("log_every", self.log_every)
         if self.steps % self.log_every:
             raise ValueError(f"steps must be a multiple of log_every, got steps={self.steps!r}, "
                              f"log_every={self.log_every!r}")
-        check_int("n_test", self.n_test)
         check_int("seed", self.seed, lo=0)
         if self.dtype not in ("float32", "float64"):
             raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
@@ -104,12 +94,8 @@ class TransformerConfig:
 
 #: Figure 8: single-head layer on single-location regression, the paper's parameters.
 FIGURE_8 = TransformerConfig()
-#: Figure 10: two-head layer on two-location regression (our choice of d, reps and lr, see the chapter).
-FIGURE_10 = TransformerConfig(d=40, p=40, H=2, n_locations=2, reps=10, lr=0.02, steps=8000)
-
-
-def _dtype(name):
-    return jnp.float32 if name == "float32" else jnp.float64
+#: Figure 10: two-head layer on two-location regression (our choice of d, repeats and lr, see the chapter).
+FIGURE_10 = TransformerConfig(d=40, p=40, H=2, n_locations=2, repeats=10, lr=0.02, steps=8000)
 
 
 def register_token(key, d: int, dtype=jnp.float64):
@@ -124,10 +110,7 @@ def init_params(key, *, d: int, p: int, m: int, H: int = 1, dtype=jnp.float64):
     O_h = I when H = 1 (stored, not trained), else N(0, 2/(d_v + d)). Leading axis of K, Q, V, O: heads.
     """
     check_key("key", key)
-    d = check_int("d", d)
-    p = check_int("p", p)
-    m = check_int("m", m)
-    H = check_int("H", H)
+    d, p, m, H = (check_int(name, x) for name, x in (("d", d), ("p", p), ("m", m), ("H", H)))
     if d % H:
         raise ValueError(f"d must be a multiple of H, got d={d!r} and H={H!r}")
     dv = d // H
@@ -136,19 +119,12 @@ def init_params(key, *, d: int, p: int, m: int, H: int = 1, dtype=jnp.float64):
     def gauss(k, shape, var):
         return jax.random.normal(k, shape, dtype=dtype) * math.sqrt(var)
 
-    O = (jnp.eye(d, dtype=dtype)[None] if H == 1
-         else gauss(kO, (H, dv, d), 2.0 / (dv + d)))
-    return {
-        "K": gauss(kK, (H, d, p), 2.0 / (d + p)),
-        "Q": jnp.zeros((H, d, p), dtype=dtype),
-        "V": gauss(kV, (H, d, dv), 2.0 / (d + dv)),
-        "O": O,
-        "W1": gauss(k1, (d, m), 2.0 / (d + m)),
-        "b1": jnp.zeros((m,), dtype=dtype),
-        "W2": gauss(k2, (m, d), 2.0 / (m + d)),
-        "b2": jnp.zeros((d,), dtype=dtype),
-        "theta": gauss(kt, (d,), 1.0 / d**2),
-    }
+    O = jnp.eye(d, dtype=dtype)[None] if H == 1 else gauss(kO, (H, dv, d), 2.0 / (dv + d))
+    return {"K": gauss(kK, (H, d, p), 2.0 / (d + p)), "Q": jnp.zeros((H, d, p), dtype=dtype),
+            "V": gauss(kV, (H, d, dv), 2.0 / (d + dv)), "O": O,
+            "W1": gauss(k1, (d, m), 2.0 / (d + m)), "b1": jnp.zeros((m,), dtype=dtype),
+            "W2": gauss(k2, (m, d), 2.0 / (m + d)), "b2": jnp.zeros((d,), dtype=dtype),
+            "theta": gauss(kt, (d,), 1.0 / d**2)}
 
 
 def layer_norm(x):
@@ -197,15 +173,10 @@ def forward_full(params, c, X):
 
 
 def draw_batch(key, n: int, k_stars, v_stars, *, L: int, gamma, eps, dtype=jnp.float32):
-    """(Multiple-)location regression samples, traceable (usable inside jit / scan).
-
-    Same construction as :func:`slr.task.sample_multi` (Eq. 30; H = 1 is single-location regression):
-    with ``dtype=float64`` and the same key it returns exactly ``sample_multi``'s ``X, y``.
-    k_stars, v_stars: (H, d). Returns X (n, L, d) and y (n,).
-    """
+    """(Multiple-)location regression samples X (n, L, d), y (n,) for k_stars, v_stars (H, d), traceable:
+    with ``dtype=float64`` and the same key exactly :func:`slr.task.sample_multi`'s ``X, y``."""
     H, d = k_stars.shape
-    X, y, _ = assemble(draws(key, n, L=L, d=d, H=H, dtype=dtype), k_stars, v_stars, gamma=gamma, eps=eps)
-    return X, y
+    return assemble(draws(key, n, L=L, d=d, H=H, dtype=dtype), k_stars, v_stars, gamma=gamma, eps=eps)[:2]
 
 
 def test_risk(params, c, X, y):
@@ -246,28 +217,14 @@ def _metrics(params, c, Xt, yt, k_stars, v_stars, eps, n_jac):
     khat, ratio = key_directions(params)
     vhat = value_directions(params, c, Xt[:n_jac])
     vhat_id = value_directions(params, c, Xt[:n_jac], linearise="identity")
-    return {
-        "excess_risk": test_risk(params, c, Xt, yt) - eps**2,
-        "k_align": jnp.abs(khat @ k_stars.T),            # (H heads, n_locations)
-        "v_align": vhat @ v_stars.T,                     # signed
-        "v_align_identity": vhat_id @ v_stars.T,
-        "sv_ratio": ratio,                               # (H,)
-    }
-
-
-def _shared_draws(key, cfg, dt):
-    """The Gaussian draws of one step, shared by the repetitions (see :func:`train`)."""
-    return draws(key, cfg.batch, L=cfg.L, d=cfg.d, H=cfg.n_locations, dtype=dt)
-
-
-def _assemble(draws, k_stars, v_stars, cfg):
-    """Samples of Eq. (30) for one oracle (k_stars, v_stars) from the draws of :func:`_shared_draws`."""
-    X, y, _ = assemble(draws, k_stars, v_stars, gamma=cfg.gamma, eps=cfg.eps)
-    return X, y
+    return {"excess_risk": test_risk(params, c, Xt, yt) - eps**2,
+            "k_align": jnp.abs(khat @ k_stars.T),  # (H heads, n_locations)
+            "v_align": vhat @ v_stars.T, "v_align_identity": vhat_id @ v_stars.T,  # signed
+            "sv_ratio": ratio}  # (H,)
 
 
 def _setup(key, cfg: TransformerConfig):
-    dt = _dtype(cfg.dtype)
+    dt = jnp.dtype(cfg.dtype)
     k_oracle, k_init, k_reg, k_test = jax.random.split(key, 4)
     k_stars, v_stars = sample_oracle_multi(k_oracle, cfg.d, cfg.n_locations)
     k_stars, v_stars = k_stars.astype(dt), v_stars.astype(dt)
@@ -277,17 +234,12 @@ def _setup(key, cfg: TransformerConfig):
     return params, c, k_stars, v_stars, Xt, yt
 
 
-def _split(params, cfg):
-    trainable = {k: v for k, v in params.items() if not (k == "O" and cfg.H == 1)}
-    frozen = {k: v for k, v in params.items() if k not in trainable}
-    return trainable, frozen
-
-
 @partial(jax.jit, static_argnums=2)
 def _train(run_keys, data_key, cfg):
-    dt = _dtype(cfg.dtype)
+    dt = jnp.dtype(cfg.dtype)
     params, c, k_stars, v_stars, Xt, yt = jax.vmap(lambda k: _setup(k, cfg))(run_keys)
-    trainable, frozen = _split(params, cfg)
+    trainable = {k: v for k, v in params.items() if not (k == "O" and cfg.H == 1)}  # O = I is not trained
+    frozen = {k: v for k, v in params.items() if k not in trainable}
     opt = optax.sgd(cfg.lr)
     opt_state = jax.vmap(opt.init)(trainable)
     n_jac = min(cfg.n_test, 256)
@@ -299,21 +251,18 @@ def _train(run_keys, data_key, cfg):
     def loss(tr, fr, c, X, y):
         return test_risk({**tr, **fr}, c, X, y)
 
-    def one_update(tr, st, fr, c, ks, vs, draws):
-        X, y = _assemble(draws, ks, vs, cfg)
+    def one_update(tr, st, fr, c, ks, vs, dr):
+        X, y, _ = assemble(dr, ks, vs, gamma=cfg.gamma, eps=cfg.eps)
         grads = jax.grad(loss)(tr, fr, c, X, y)
         updates, st = opt.update(grads, st, tr)
         return optax.apply_updates(tr, updates), st
 
     def step(carry, key):
         tr, st = carry
-        if cfg.shared_draws:
-            draws = _shared_draws(key, cfg, dt)
-            axes = (0, 0, 0, 0, 0, 0, None)
-        else:
-            draws = jax.vmap(lambda k: _shared_draws(k, cfg, dt))(jax.random.split(key, cfg.reps))
-            axes = (0, 0, 0, 0, 0, 0, 0)
-        return jax.vmap(one_update, in_axes=axes)(tr, st, frozen, c, k_stars, v_stars, draws), None
+        one_draw = lambda k: draws(k, cfg.batch, L=cfg.L, d=cfg.d, H=cfg.n_locations, dtype=dt)
+        dr = one_draw(key) if cfg.shared_draws else jax.vmap(one_draw)(jax.random.split(key, cfg.repeats))
+        axes = (0, 0, 0, 0, 0, 0, None if cfg.shared_draws else 0)
+        return jax.vmap(one_update, in_axes=axes)(tr, st, frozen, c, k_stars, v_stars, dr), None
 
     def block(carry, key):
         carry, _ = jax.lax.scan(step, carry, jax.random.split(key, cfg.log_every))
@@ -328,14 +277,12 @@ def _train(run_keys, data_key, cfg):
 
 
 def train(cfg: TransformerConfig = FIGURE_8):
-    """Train ``cfg.reps`` independent layers by single-pass SGD (optax.sgd) on fresh samples.
+    """Train ``cfg.repeats`` independent layers by single-pass SGD (optax.sgd) on fresh samples.
 
     Every run sees fresh samples of its own task at every step. With ``cfg.shared_draws`` (the default)
-    the standard Gaussian draws of a step (noise tokens, locations, the informative tokens' noise, the
-    label noise) are drawn once and shared by the repetitions, each run turning them into samples of its
-    own oracle pair (k_star, v_star): sampling costs 20 times less and dominated the training time. The
-    runs still differ by initialisation, register token, oracle pair and test batch, but their data
-    streams are coupled; ``shared_draws=False`` draws independent streams.
+    the draws of a step (:func:`slr.task.draws`) are shared by the repetitions, each run turning them into
+    samples of its own oracle pair: sampling costs 20 times less. The runs still differ by initialisation,
+    register token, oracle and test batch, but their data streams are coupled.
 
     Returns a dict of NumPy arrays with a leading axis of repetitions: ``steps`` (n_logs,) and, at
     each logged step (every ``log_every`` steps, step 0 included), ``excess_risk`` (test risk minus
@@ -347,6 +294,6 @@ def train(cfg: TransformerConfig = FIGURE_8):
         raise ValueError(f"cfg must be a TransformerConfig, got {type(cfg).__name__}")
     cfg.validate()
     run_key, data_key = jax.random.split(jax.random.key(cfg.seed))
-    out = jax.tree.map(np.asarray, _train(jax.random.split(run_key, cfg.reps), data_key, cfg))
+    out = jax.tree.map(np.asarray, _train(jax.random.split(run_key, cfg.repeats), data_key, cfg))
     out["steps"] = np.arange(0, cfg.steps + 1, cfg.log_every)
     return out

@@ -139,3 +139,28 @@ def test_least_squares_recovers_proposition_3():
     assert W.shape == W_se.shape == (3, 4)
     assert np.max(np.abs(W - np.asarray(R.linear_weights(vs, gamma=g, L=3))) / W_se) < 5
     assert abs(mse - R.linear_risk(gamma=g, L=3, eps=0.3)) < 4 * se + 0.01
+
+
+def test_linear_attention_closed_form_oracle_risk():
+    """Linear attention at (k*, v*): R = eps^2 + gamma^2 (1 - lam c)^2 + lam^2 gamma^4 + (L-1) lam^2
+    with c = sqrt(d/2) (condition on J0: the informative token contributes gamma Z2 (1 - lam c - lam gamma Z1),
+    each noise token lam A B with A, B independent standard normals; all terms uncorrelated)."""
+    d, L, eps, lam = 50, 6, 0.1, 0.1
+    c = math.sqrt(d / 2)
+    e = np.eye(2)
+    m, s = MC.risk(jax.random.key(0), e[0], e[1], e[0], e[1], lam=[lam], d=d, gamma=G, L=L, eps=eps,
+                   n=200_000, predictor="linear")
+    exact = eps ** 2 + G ** 2 * (1 - lam * c) ** 2 + lam ** 2 * G ** 4 + (L - 1) * lam ** 2
+    assert exact == pytest.approx(R.linear_attention_risk(lam=lam, gamma=G, d=d, L=L, eps=eps), rel=1e-14)
+    assert abs(m[0] - exact) < 5 * s[0]
+
+
+def test_relu_full_vectors_match_the_frame():
+    d, L, eps = 100, 5, 0.1
+    ks, vs = task.sample_oracle(jax.random.key(1), d)
+    mc, se = MC.risk(jax.random.key(2), ks, vs, ks, vs, lam=0.2, gamma=G, L=L, eps=eps, n=100_000,
+                     predictor=P.attention_relu)
+    e = np.eye(2)
+    m2, s2 = MC.risk(jax.random.key(3), e[0], e[1], e[0], e[1], lam=[0.2], d=d, gamma=G, L=L, eps=eps,
+                     n=100_000, predictor="relu")
+    assert abs(mc - m2[0]) < 5 * math.hypot(se, s2[0])

@@ -1,57 +1,36 @@
-"""slr.multihead: the multi-head simplified predictor (Eq. 31) and its stochastic PGD."""
+"""slr.multihead: Figure 9's configuration, trained by slr.sgd.train."""
 import dataclasses
+import math
 
 import jax
 import numpy as np
 import pytest
 
-from slr import multihead as M
-from slr.predictors import attention_erf
+from slr import multihead as M, task
 
-
-def test_one_head_is_attention_erf():
-    X = jax.random.normal(jax.random.key(0), (4, 6, 9))
-    k, v = jax.random.normal(jax.random.key(1), (2, 9))
-    np.testing.assert_allclose(M.predict(X, k[None], v[None], 0.7), attention_erf(X, k, v, 0.7), atol=1e-13)
-
-
-def test_heads_add_up():
-    X = jax.random.normal(jax.random.key(2), (4, 6, 9))
-    k, v = M.init_heads(jax.random.key(3), 9, 3)
-    total = sum(attention_erf(X, k[h], v[h], 1.3) for h in range(3))
-    np.testing.assert_allclose(M.predict(X, k, v, 1.3), total, atol=1e-13)
-
-
-def test_init_heads_on_the_sphere():
-    k, v = M.init_heads(jax.random.key(4), 12, 2)
-    assert k.shape == v.shape == (2, 12)
-    np.testing.assert_allclose(np.linalg.norm(k, axis=1), 1, atol=1e-14)
-    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1, atol=1e-14)
-
-
-def test_lam_schedule_freezes():
-    lam = np.asarray(M.lam_schedule(np.array([0, 100, 200, 1000]), 2.0, 1e-2, 200))
-    np.testing.assert_allclose(lam, [2.0, 1.0, 2 / 3, 2 / 3])
+SMALL = dataclasses.replace(M.FIGURE_9, d=20, steps=2000, log_every=1000, repeats=2, n_test=500, alpha=5e-3)
 
 
 def test_short_training_lowers_the_risk():
-    cfg = dataclasses.replace(M.FIGURE_9, d=20, steps=2000, log_every=1000, reps=2, n_test=500, lr=5e-3)
-    out = M.train(cfg)
-    assert out["excess_risk"].shape == (2, 3) and out["kappa"].shape == (2, 3, 2, 2)
-    assert np.all(out["excess_risk"][:, -1] < 0.7 * out["excess_risk"][:, 0])
+    out = M.train(SMALL)
+    assert out.excess_risk.shape == (2, 3) and out.kappa.shape == (2, 3, 2, 2) and out.k.shape == (2, 2, 20)
+    assert np.all(out.excess_risk[:, -1] < 0.7 * out.excess_risk[:, 0])
+    # lambda_t = 2 / (1 + 3e-4 min(t, 10000)) at the logged steps 0, 1000, 2000
+    np.testing.assert_allclose(out.lam, [2.0, 2 / 1.3, 2 / 1.6])
+
+
+def test_given_oracles_one_per_run():
+    ks, vs = task.oracle_at_angle(jax.random.key(1), 20, np.deg2rad([90.0, 30.0]))
+    out = M.train(SMALL, oracles=(ks, vs))
+    # the logged overlaps are against the given oracles: the start is random, |kappa| ~ 1/sqrt(d)
+    assert out.kappa.shape == (2, 3, 2, 2) and np.all(np.abs(out.kappa[:, 0]) < 4 / math.sqrt(20))
 
 
 def test_validation():
-    X = np.zeros((3, 4, 5))
-    with pytest.raises(ValueError, match="k and v"):
-        M.predict(X, np.ones((2, 5)), np.ones((1, 5)), 1.0)
-    with pytest.raises(ValueError, match="X must"):
-        M.predict(X, np.ones((2, 6)), np.ones((2, 6)), 1.0)
-    with pytest.raises(ValueError, match="lr must"):
-        M.train(dataclasses.replace(M.FIGURE_9, lr=0.0))
-    with pytest.raises(ValueError, match="steps must be a multiple"):
-        M.train(dataclasses.replace(M.FIGURE_9, steps=1001))
-    with pytest.raises(ValueError, match="d must"):
-        M.init_heads(jax.random.key(0), 1, 2)
     with pytest.raises(ValueError, match="cfg must"):
         M.train(None)
+    with pytest.raises(ValueError, match="alpha"):
+        M.train(dataclasses.replace(SMALL, alpha=0.0))
+    with pytest.raises(ValueError, match="k_stars"):
+        ks, vs = task.sample_oracle_multi(jax.random.key(0), 20, 2)
+        M.train(SMALL, oracles=(ks[None].repeat(3, 0), vs[None].repeat(3, 0)))

@@ -86,3 +86,14 @@ def test_trajectory_gap_is_the_largest_overlap_difference_per_step():
     b.nu = np.zeros((2, 4))
     with pytest.raises(ValueError, match="same shapes"):
         trajectory_gap(a, b)
+
+
+def test_separation():
+    """Head matching: the columns permuted to the best matching; score = mean diag - mean offdiag."""
+    A, s = O.separation(np.array([[0.1, 0.9], [0.95, 0.0]]))
+    np.testing.assert_allclose(np.diag(A), [0.9, 0.95])
+    assert abs(s - (0.925 - 0.05)) < 1e-12
+    _, s = O.separation(np.stack([np.eye(3), np.full((3, 3), 0.5)]))  # batched: separated, mixed
+    np.testing.assert_allclose(s, [1.0, 0.0], atol=1e-15)
+    with pytest.raises(ValueError, match="overlap"):
+        O.separation(np.ones((2, 3)))

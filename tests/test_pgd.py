@@ -253,3 +253,25 @@ def test_final_summary_median_and_band_of_the_last_step():
     assert np.isclose(s["dist"][0], 0.3) and s["kappa"][1] < 0.2 < s["kappa"][2] <= 1.0
     with pytest.raises(ValueError, match="repeat axis"):
         P.final_summary(P.Trajectory(step, *(np.zeros(3),) * 6))
+
+
+def test_inverse_time_freeze():
+    """lam0 / (1 + c min(t, freeze)); without freeze the plain schedule, and a traced pair (lam0, c)."""
+    t = np.array([0, 100, 200, 1000])
+    np.testing.assert_allclose(np.asarray(P.InverseTime(2.0, 1e-2, 200)(t)), [2.0, 1.0, 2 / 3, 2 / 3])
+    np.testing.assert_allclose(np.asarray(P.InverseTime(2.0, 1e-2)(t)), 2.0 / (1 + 1e-2 * t))
+    assert P.split_lam(P.InverseTime(2.0, 1e-2))[0] is None
+    frozen = P.InverseTime(2.0, 1e-2, 200)
+    assert P.split_lam(frozen) == (frozen, 1.0, 0.0)
+
+
+def test_init_sphere_heads():
+    """H heads: every row a unit vector; the numbers of init_sphere(key, d, R * H) reshaped."""
+    k, v = P.init_sphere(jax.random.key(4), 12, 3, H=2)
+    assert k.shape == v.shape == (3, 2, 12)
+    np.testing.assert_allclose(np.linalg.norm(k, axis=-1), 1, atol=1e-14)
+    k6, v6 = P.init_sphere(jax.random.key(4), 12, 6)
+    np.testing.assert_array_equal(k.reshape(6, 12), k6)
+    np.testing.assert_array_equal(v.reshape(6, 12), v6)
+    with pytest.raises(ValueError, match="H"):
+        P.init_sphere(jax.random.key(4), 12, 3, H=0)

@@ -157,3 +157,17 @@ def test_attention_layer_hand_example_and_cls_row():
     cls = P.attention_layer(jnp.broadcast_to(c, (7, 1, 6)), X, c[:, None], k[:, None], v[:, None],
                             jnp.ones((1, 1)), 0.3)[:, 0, 0]
     np.testing.assert_allclose(cls, P.attention_softmax(X, k, v, 0.3 * float(c @ c)), atol=1e-12)
+
+
+def test_sigmoid_matches_erf_slope_and_range():
+    """tanh(2x/sqrt(pi)): 0 at 0 and saturating at 1, like erf."""
+    x = np.linspace(-1e-4, 1e-4, 3)
+    X = np.stack([x, np.ones(3)], axis=-1)[None]  # L=3 tokens, d=2
+    k, v = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    np.testing.assert_allclose(float(P.attention_sigmoid(X, k, v, 1.0)[0]), 0.0, atol=1e-12)
+    assert abs(float(P.attention_sigmoid(np.array([[[50.0, 1.0]]]), k, v, 1.0)[0]) - 1.0) < 1e-12
+
+
+def test_unknown_activation():
+    with pytest.raises(ValueError, match="activation"):
+        P.get_predictor("gelu")

@@ -1,4 +1,4 @@
-"""slr.sgd: stochastic PGD (Figure 5) and its exact-in-law reduced sampler."""
+"""slr.sgd: the one stochastic PGD trainer (train) and Figure 5's entry (sgd)."""
 import math
 
 import jax
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from slr import task
-from slr import pgd as P, sgd as S
+from slr import pgd as P, predictors, sgd as S
 
 GAMMA = math.sqrt(0.5)
 SETTING = dict(gamma=GAMMA, L=10)
@@ -31,92 +31,6 @@ def test_sgd_decreases_excess_risk():
     assert np.max(np.abs(tr.excess_risk - tr.excess_risk_closed)) < 0.5
 
 
-def _one_step_grads(sampler, key, k, v, ks, vs, n, *, lam, L, eps, batch):
-    """n independent draws of the mini-batch gradient (gk, gv) at (k, v), each shape (n, d)."""
-    d = ks.shape[0]
-    w = S.fallback_directions(d)
-    grad = jax.grad(S.loss, argnums=(0, 1))
-
-    def one(kk):
-        if sampler == "reduced":
-            return S.reduced_grads(S.reduced_noise(kk, d, L, batch), k, v, ks, vs, w, lam, GAMMA, L, eps,
-                                    batch)
-        X, y, _ = task.assemble(task.draws(kk, batch, L=L, d=ks.shape[0]), ks[None], vs[None], gamma=GAMMA, eps=eps)
-        return grad(k, v, X, y, lam)
-
-    return jax.jit(jax.vmap(one))(jax.random.split(key, n))
-
-
-def test_reduced_sampler_one_step_gradient_law():
-    """At a generic (k, v) off M, mean and covariance of the mini-batch gradient, projected on
-    directions in and out of span{k, v, k*, v*}, agree between the samplers (|z| < 5, 20000 draws)."""
-    d, L, n = 12, 4, 20000
-    ks, vs = task.sample_oracle(jax.random.key(20), d)
-    g = jax.random.normal(jax.random.key(21), (4, d))
-    k = 0.6 * ks + 0.3 * vs + g[0] / np.linalg.norm(g[0]) * 0.5
-    k = k / jnp.linalg.norm(k)
-    v = -0.2 * ks + 0.5 * vs + g[1] / np.linalg.norm(g[1]) * 0.7
-    v = v / jnp.linalg.norm(v)
-    Q, _ = jnp.linalg.qr(jnp.stack([ks, vs, k, v], axis=1))
-    out = g[2:] - (g[2:] @ Q) @ Q.T
-    out = out / jnp.linalg.norm(out, axis=1, keepdims=True)
-    dirs = jnp.concatenate([Q.T, out, (Q[:, 2] + out[0])[None] / math.sqrt(2)])  # 4 in, 2 out, 1 mixed
-    stats = {}
-    for sampler, seed in (("reduced", 22), ("full", 23)):
-        gk, gv = _one_step_grads(sampler, jax.random.key(seed), k, v, ks, vs, n, lam=0.8, L=L, eps=0.3,
-                                 batch=3)
-        P = np.asarray(jnp.concatenate([gk @ dirs.T, gv @ dirs.T], axis=1))  # (n, 14)
-        assert np.all(np.isfinite(P))
-        stats[sampler] = P
-    a, b = stats["reduced"], stats["full"]
-    # means
-    z_mean = (a.mean(0) - b.mean(0)) / np.sqrt(a.var(0) / n + b.var(0) / n)
-    # second moments (variances and a set of covariances between projections)
-    idx = [(i, j) for i in range(a.shape[1]) for j in range(i, a.shape[1])]
-    ca = np.stack([(a[:, i] - a[:, i].mean()) * (a[:, j] - a[:, j].mean()) for i, j in idx], 1)
-    cb = np.stack([(b[:, i] - b[:, i].mean()) * (b[:, j] - b[:, j].mean()) for i, j in idx], 1)
-    z_cov = (ca.mean(0) - cb.mean(0)) / np.sqrt(ca.var(0) / n + cb.var(0) / n)
-    assert np.max(np.abs(z_mean)) < 5, np.max(np.abs(z_mean))
-    assert np.max(np.abs(z_cov)) < 5, np.max(np.abs(z_cov))
-    # the out-of-span parts are not degenerate: their variance is that of the in-span noise scale
-    assert a[:, 4].var() > 0.1 * b[:, 4].var() and a[:, 4].var() < 10 * b[:, 4].var()
-
-
-def test_reduced_sampler_short_trajectories_match_full():
-    """kappa, nu and the excess risks after 300 steps (128 repeats): means and variances agree."""
-    d, R = 10, 128
-    ks, vs = task.sample_oracle(jax.random.key(30), d)
-    k0, v0 = P.init_sphere(jax.random.key(31), d, R)
-    kw = dict(lam=P.InverseTime(1.0, 1e-3), alpha=5e-2, steps=300, batch=3, gamma=GAMMA, L=3, eps=0.1,
-              log_every=150, n_test=100)
-    red = S.sgd(jax.random.key(32), k0, v0, ks, vs, sampler="reduced", **kw)
-    full = S.sgd(jax.random.key(33), k0, v0, ks, vs, sampler="full", **kw)
-    for f in ("kappa", "nu", "theta", "rho", "excess_risk_closed"):
-        a, b = np.asarray(getattr(red, f))[:, -1], np.asarray(getattr(full, f))[:, -1]
-        assert np.all(np.isfinite(a))
-        z = (a.mean() - b.mean()) / np.sqrt(a.var() / R + b.var() / R)
-        assert abs(z) < 4.5, (f, z)
-        # the runs moved: a real comparison, not two copies of the start
-        assert np.mean(np.abs(a - np.asarray(getattr(red, f))[:, 0])) > 1e-2, f
-        ra = np.log(a.var() / b.var())  # log variance ratio, sd ~ sqrt(4 / R) for near-Gaussian data
-        assert abs(ra) < 5 * math.sqrt(4.0 / R) + 0.3, (f, ra)
-
-
-@pytest.mark.parametrize("d", [4, 5])
-def test_reduced_sampler_degenerate_span_no_nan(d):
-    """k0 = k*, v0 = v* (span{k, v, k*, v*} of dimension 2) and small d: finite, unit iterates."""
-    ks, vs = task.sample_oracle(jax.random.key(40), d)
-    k0 = jnp.stack([ks, -ks, vs])
-    v0 = jnp.stack([vs, vs, ks])
-    tr = S.sgd(jax.random.key(41), k0, v0, ks, vs, lam=1.0, alpha=1e-2, steps=50, batch=5, gamma=GAMMA,
-               L=3, eps=0.1, log_every=10, n_test=50)
-    for f in ("kappa", "nu", "theta", "eta", "rho", "excess_risk", "excess_risk_closed"):
-        assert np.all(np.isfinite(np.asarray(getattr(tr, f)))), f
-    assert np.all(np.abs(np.asarray(tr.kappa)) <= 1 + 1e-12)
-    # the fallback directions are orthonormal to k*, v* and the step still moves off span{k*, v*}
-    assert np.max(np.abs(np.asarray(tr.kappa[0, 1:]))) < 1.0
-
-
 def test_sgd_sampler_validation(oracle400):
     ks, vs = oracle400
     k0, v0 = P.init_sphere(jax.random.key(1), 400, 2)
@@ -129,3 +43,130 @@ def test_sgd_sampler_validation(oracle400):
         S.sgd(jax.random.key(0), k0, v0, ks, vs, sampler="fast", **kw)
     with pytest.raises(ValueError, match="sampler"):
         S.sgd(jax.random.key(0), k0, v0, ks, vs, sampler=None, **kw)
+
+
+# ----------------------------------------------------------------------------------------------
+# the one trainer: sgd.train
+
+KW = dict(lam=0.8, alpha=5e-2, steps=40, batch=4, gamma=GAMMA, L=4, eps=0.1, log_every=20, n_test=64)
+
+
+@pytest.fixture(scope="module")
+def small():
+    """An oracle in R^8 (one location) and two-location oracles, with 3 starts of 1 and 2 heads."""
+    ks, vs = task.sample_oracle(jax.random.key(50), 8)
+    ks2, vs2 = task.sample_oracle_multi(jax.random.key(51), 8, 2)
+    return dict(ks=ks, vs=vs, ks2=ks2, vs2=vs2, one=P.init_sphere(jax.random.key(52), 8, 3, H=1),
+                two=P.init_sphere(jax.random.key(53), 8, 3, H=2))
+
+
+def test_train_one_erf_head_is_sgd_full_sampler(small):
+    """sgd.sgd is train with one erf head: the same numbers; Eq. (31) with H = 1 (another code path:
+    all heads read at once) equals it to round-off."""
+    k0, v0 = small["one"]
+    ks, vs = small["ks"], small["vs"]
+    ref = S.sgd(jax.random.key(54), k0[:, 0], v0[:, 0], ks, vs, sampler="full", **KW)
+    for predictor, tol in (("erf", 0.0), ("multihead", 1e-12)):
+        out = S.train(jax.random.key(54), k0, v0, ks[None], vs[None], predictor=predictor, **KW)
+        for name in ("kappa", "nu", "theta", "eta"):
+            np.testing.assert_allclose(getattr(out, name)[..., 0, 0], getattr(ref, name), rtol=0, atol=tol)
+        np.testing.assert_allclose(out.rho[..., 0], ref.rho, rtol=0, atol=tol)
+        np.testing.assert_allclose(out.excess_risk, ref.excess_risk, rtol=0, atol=10 * tol)
+        np.testing.assert_allclose(out.excess_risk_closed, ref.excess_risk_closed, rtol=0, atol=10 * tol)
+
+
+def test_train_step_is_definition_1_head_by_head(small):
+    """One step from given starts equals the projected step of Definition 1 applied to each head, with
+    the gradient of the batch that fresh_draws gives for step 0 of the run's stream; heads stay unit."""
+    k0, v0 = small["two"]
+    ks, vs = small["ks2"], small["vs2"]
+    kw = dict(KW, steps=1, log_every=1, alpha=0.3)
+    out = S.train(jax.random.key(55), k0, v0, ks, vs, **kw)
+    _, streams = S.batch_keys(jax.random.key(55), 3)
+    X, y, _ = task.assemble(S.fresh_draws(streams[1], 0, batch=4, L=4, d=8, n_loc=2), ks, vs, gamma=GAMMA, eps=0.1)
+    loss = lambda k, v: jnp.mean(jnp.square(y - S.model(predictors.attention_erf, X, k, v, 0.8)))
+    gk, gv = jax.grad(loss, argnums=(0, 1))(k0[1], v0[1])
+    for h in range(2):
+        k1, v1 = P.projected_step(k0[1, h], v0[1, h], gk[h], gv[h], 0.3)
+        np.testing.assert_allclose(out.k[1, h], k1, atol=1e-14)
+        np.testing.assert_allclose(out.v[1, h], v1, atol=1e-14)
+    np.testing.assert_allclose(np.linalg.norm(out.k, axis=-1), 1.0, atol=1e-14)
+
+
+@settings(max_examples=4, deadline=None)
+@given(H=st.integers(1, 2), alpha=st.floats(1e-3, 5.0), seed=st.integers(0, 2 ** 31))
+def test_hyp_train_keeps_every_head_on_the_sphere(small, H, alpha, seed):
+    """(alpha is traced: every example reuses the compiled programs of the tests above and below.)"""
+    k0, v0 = small["one" if H == 1 else "two"]
+    ks, vs = (small["ks"][None], small["vs"][None]) if H == 1 else (small["ks2"], small["vs2"])
+    out = S.train(jax.random.key(seed), k0, v0, ks, vs, **dict(KW, alpha=alpha))
+    assert out.k.shape == out.v.shape == (3, H, 8)
+    np.testing.assert_allclose(np.linalg.norm(out.k, axis=-1), 1.0, atol=1e-13)
+    np.testing.assert_allclose(np.linalg.norm(out.v, axis=-1), 1.0, atol=1e-13)
+
+
+def test_shared_draws_give_identical_batches(small):
+    """With shared draws, runs with the same start and oracle see the same batches (identical logs);
+    with their own streams they differ. Per-run oracles equal to the shared one change nothing."""
+    k0, v0 = small["two"]
+    k0, v0 = np.repeat(k0[:1], 3, axis=0), np.repeat(v0[:1], 3, axis=0)
+    ks, vs = small["ks2"], small["vs2"]
+    shared = S.train(jax.random.key(59), k0, v0, ks, vs, shared_draws=True, **KW)
+    for name in ("kappa", "nu", "excess_risk", "k"):
+        a = getattr(shared, name)
+        assert np.array_equal(a[0], a[1]) and np.array_equal(a[0], a[2]), name
+    own = S.train(jax.random.key(59), k0, v0, ks, vs, **KW)
+    assert not np.array_equal(own.k[0], own.k[1])
+    per_run = S.train(jax.random.key(59), k0, v0, np.repeat(ks[None], 3, 0), np.repeat(vs[None], 3, 0),
+                      shared_draws=True, **KW)
+    np.testing.assert_allclose(per_run.kappa, shared.kappa, atol=1e-13)
+    assert shared.kappa.shape == (3, 3, 2, 2) and shared.rho.shape == (3, 3, 2)
+    assert shared.excess_risk_closed is None
+
+
+def test_frozen_schedule_is_logged(small):
+    k0, v0 = small["one"]
+    lam = P.InverseTime(2.0, 0.1, 20)
+    out = S.train(jax.random.key(60), k0, v0, small["ks"][None], small["vs"][None], **dict(KW, lam=lam))
+    np.testing.assert_allclose(out.lam, [2.0, 2.0 / 3.0, 2.0 / 3.0])
+    assert list(out.step) == [0, 20, 40]
+
+
+def test_any_predictor_lowers_the_risk():
+    """Softmax attention (Eq. 2), two heads on one location: the test risk falls."""
+    ks, vs = task.sample_oracle(jax.random.key(61), 20)
+    k0, v0 = P.init_sphere(jax.random.key(62), 20, 2, H=1)
+    out = S.train(jax.random.key(63), k0, v0, ks[None], vs[None], lam=1.0, alpha=0.05, steps=300, batch=32,
+                  gamma=GAMMA, L=5, eps=0.1, log_every=100, predictor="softmax", n_test=500)
+    assert np.all(out.excess_risk[:, -1] < 0.7 * out.excess_risk[:, 0])
+    log = S.TrainLog.from_dict(out.to_dict())
+    assert log.excess_risk_closed is None and np.array_equal(log.kappa, out.kappa)
+
+
+_BAD = {"alpha": [0.0, -1.0, float("nan")], "batch": [0, 2.5, True], "steps": [0, -3, 1.5],
+        "log_every": [0, 2.0], "n_test": [0, -1], "gamma": [0.0, -0.5, float("inf")], "eps": [-0.1],
+        "L": [0, 1], "predictor": ["gelu", 3], "sampler": ["fast", None], "shared_draws": [1, "yes"]}
+
+
+@settings(max_examples=30, deadline=None)
+@given(field=st.sampled_from(sorted(_BAD)), data=st.data())
+def test_hyp_train_validation_names_the_argument(small, field, data):
+    bad = data.draw(st.sampled_from(_BAD[field]))
+    k0, v0 = small["two"]
+    kw = dict(KW, L=4)
+    kw[field] = bad  # L = 1 < n_loc = 2 is out of range too
+    with pytest.raises(ValueError, match=field):
+        S.train(jax.random.key(0), k0, v0, small["ks2"], small["vs2"], **kw)
+
+
+def test_train_shape_validation(small):
+    k0, v0 = small["two"]
+    ks, vs = small["ks2"], small["vs2"]
+    with pytest.raises(ValueError, match="k0"):
+        S.train(jax.random.key(0), k0[0], v0[0], ks, vs, **KW)
+    with pytest.raises(ValueError, match="k_stars"):
+        S.train(jax.random.key(0), k0, v0, np.repeat(ks[None], 2, 0), np.repeat(vs[None], 2, 0), **KW)
+    with pytest.raises(ValueError, match="unit norm"):
+        S.train(jax.random.key(0), 2 * k0, v0, ks, vs, **KW)
+    with pytest.raises(ValueError, match="reduced"):
+        S.train(jax.random.key(0), k0, v0, ks, vs, sampler="reduced", **KW)

@@ -211,3 +211,20 @@ def test_argmax_failure_matches_sampled_projections_and_bounds():
     assert task.argmax_failure(d=[16, 64], L=L, gamma=G_HALF).shape == (2,)
     with pytest.raises(ValueError, match="d"):
         task.argmax_failure(d=0.5, L=L, gamma=G_HALF)
+
+
+def test_oracle_at_angle():
+    ks, vs = task.oracle_at_angle(jax.random.key(1), 20, math.pi / 3)
+    assert abs(float(ks[0] @ ks[1]) - 0.5) < 1e-12
+    assert abs(float(vs[0] @ vs[1])) < 1e-12 and np.max(np.abs(np.asarray(ks @ vs.T))) < 1e-12
+    vk, kv = task.oracle_at_angle(jax.random.key(1), 20, math.pi / 3, which="v")
+    np.testing.assert_array_equal(vk, vs)
+    np.testing.assert_array_equal(kv, ks)
+    # one oracle per angle, each from its own frame
+    K, V = task.oracle_at_angle(jax.random.key(2), 20, np.array([math.pi / 2, math.pi / 6]))
+    assert K.shape == V.shape == (2, 2, 20)
+    np.testing.assert_allclose(np.einsum("nd,nd->n", K[:, 0], K[:, 1]), [0.0, math.sqrt(3) / 2], atol=1e-12)
+    with pytest.raises(ValueError, match="which"):
+        task.oracle_at_angle(jax.random.key(1), 20, 1.0, which="q")
+    with pytest.raises(ValueError, match="phi"):
+        task.oracle_at_angle(jax.random.key(1), 20, 4.0)

@@ -84,7 +84,7 @@ def test_value_direction_identity_linearisation():
 
 
 def test_short_training_lowers_the_risk():
-    cfg = dataclasses.replace(T.FIGURE_8, d=16, p=16, m=32, steps=300, log_every=100, reps=2, n_test=256,
+    cfg = dataclasses.replace(T.FIGURE_8, d=16, p=16, m=32, steps=300, log_every=100, repeats=2, n_test=256,
                               lr=0.05)
     out = T.train(cfg)
     assert out["excess_risk"].shape == (2, 4)
