@@ -53,8 +53,9 @@ test: install assets chromium graphviz
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py tests/test_ledger.py -q
 
+## The unit suite alone (< 90 s cold on 2 cores), with its 20 slowest tests to keep it that way.
 unit: install
-	$(UNIT)
+	$(UNIT) --durations=20
 
 notebooks: install
 	$(BIN)/python -m pytest --nbval-lax book -q

@@ -5,11 +5,25 @@ removes it), so a second run of the suite reuses every compiled program instead 
 ``min_compile_time_secs = 0`` and ``min_entry_size_bytes = 0`` cache the small programs too, which are
 most of this suite's. ``SLR_JAX_CACHE=0`` turns it off (to time a cold run); ``JAX_COMPILATION_CACHE_DIR``
 (set by the Makefile for the chapters too) takes precedence over the default directory.
+
+Compilation, not arithmetic, is most of this suite's time (a cold run compiles about 2,000 XLA programs,
+most of them small eager operations). The tests therefore ask XLA:CPU for its cheapest code generation
+(``_FAST_COMPILE``: LLVM at -O0, the classic fusion emitters), which halves the compilation time. The
+source under test and the IEEE semantics are the same (no fast-math), but the compiled code may round
+differently in the last bit (measured: <= 1e-14 on every output compared, /work/cmp/tests_prof), so no test
+may compare against arrays computed by another process with other flags. ``SLR_TEST_XLA_OPT=1`` keeps
+XLA's default optimisation (e.g. to time the chapters' configuration).
 """
 import os
 from pathlib import Path
 
-import jax
+_FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+if (os.environ.get("SLR_TEST_XLA_OPT", "0") in ("0", "false", "no", "")
+        and _FAST_COMPILE not in os.environ.get("XLA_FLAGS", "")):  # xdist workers inherit it
+    # before jax creates its CPU backend (which reads XLA_FLAGS once)
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE}".strip()
+
+import jax  # noqa: E402
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,3 +48,16 @@ def result_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SLR_CACHE_DIR", str(where))
     monkeypatch.setenv("SLR_CACHE", "1")
     return where
+
+
+# Under `-n N --dist loadfile` a worker takes the next file when it is done with one: starting with the
+# costliest files (cold-cache seconds measured with `--durations=0`, a few seconds to half a minute each)
+# keeps the workers busy to the end instead of leaving one of them alone with a large file.
+_COSTLIEST_FIRST = ("test_risk.py", "test_sgd.py", "test_pgd.py", "test_transformer.py", "test_task.py",
+                    "test_montecarlo.py", "test_manifold.py", "test_predictors.py", "test_experiments.py",
+                    "test_activations.py", "test_probe.py", "test_gaussian.py", "test_multihead.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(_COSTLIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: order within a file kept
