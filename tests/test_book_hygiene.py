@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from booktoc import toc_files
+from booktoc import CLAIMS_PENDING, toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "book").rglob("*.ipynb"))
@@ -69,11 +69,6 @@ def test_results_carry_the_papers_numbering():
                 bad.append(f"{name}: {line.strip()}")
     assert not bad, "prf blocks without :nonumber: (sphinx-proof's numbers would clash with the paper's):\n" + "\n".join(bad)
 
-
-# Chapters whose checks are not yet claims (slr.claims): the chapters that issues 15 and 16 rewrite.
-# The list may only shrink; a chapter leaves it when its last bare assert becomes a checked claim.
-CLAIMS_PENDING = {"transformer", "beyond_activations", "beyond_linear_attention", "beyond_open_questions",
-                  "related"}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -7,7 +7,12 @@ Read by the Sphinx extension :mod:`claims_ledger` and by the tests.
 
 RESULTS = {
     "def-1": ("Def. 1", "projected gradient descent on the spheres", "book/pgd", "def-1"),
-    "assumption-1": ("Assumption 1", "the data model: J0 uniform, tokens Gaussian", "book/task", None),
+    "assumption-1": ("Assumption 1", "k* and v* are orthogonal", "book/task", None),
+    "sec-2.1": ("Sec. 2.1", "the single-location regression task", "book/task", "def-slr"),
+    "sec-2.2": ("Sec. 2.2", "linear probes of [CLS]", "book/probe", None),
+    "eq-1": ("Eq. (1)", "the oracle argmax predictor", "book/attention", None),
+    "eq-2": ("Eq. (2)", "its softmax relaxation", "book/attention", None),
+    "eq-3": ("Eq. (3)", "the erf predictor", "book/attention", None),
     "thm-1": ("Thm. 1", "the oracle risk in closed form", "book/oracle", "thm-1"),
     "cor-2": ("Cor. 2", "the oracle risk tends to the Bayes risk", "book/oracle", "cor-2"),
     "prop-3": ("Prop. 3", "the best linear predictor and its risk", "book/linear", "prop-3"),
@@ -39,6 +44,8 @@ RESULTS = {
 }
 
 USES = [
+    ("sec-2.1", "eq-1"), ("eq-1", "eq-2"), ("eq-2", "eq-3"), ("eq-3", "thm-1"), ("sec-2.1", "prop-3"),
+    ("sec-2.2", "fig-1b"), ("assumption-1", "thm-1"),
     ("lemma-18", "lemma-6"), ("lemma-18", "prop-15"), ("lemma-17", "lemma-18"),
     ("lemma-6", "thm-1"), ("assumption-1", "lemma-6"), ("assumption-1", "prop-3"),
     ("thm-1", "cor-2"), ("lemma-17", "cor-2"), ("lemma-18", "cor-2"),
