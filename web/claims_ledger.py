@@ -17,6 +17,7 @@ Nothing is executed twice: the ledger only reads what the chapters recorded.
 from __future__ import annotations
 
 import html
+import re
 import shutil
 import subprocess
 import sys
@@ -182,7 +183,10 @@ def _svg(source: str) -> str:
         raise ExtensionError("the paper map needs Graphviz's `dot` (Debian package graphviz; `make book` "
                              "installs it)")
     svg = subprocess.run([dot, "-Tsvg"], input=source, capture_output=True, text=True, check=True).stdout
-    return svg[svg.index("<svg"):]
+    svg = svg[svg.index("<svg"):]
+    # fit the page: scale to the column's width (the viewBox keeps the drawing), never wider than drawn
+    return re.sub(r'^<svg width="([0-9.]+)pt" height="[0-9.]+pt"',
+                  r'<svg width="100%" style="max-width: \1pt; height: auto"', svg, count=1)
 
 
 def _backlinks(app, doctree, docname, by):
