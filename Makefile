@@ -16,6 +16,9 @@ export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS := 0
 export JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES := 0
 # The unit suite on every core (pytest-xdist; pyproject.toml sends one test file to each worker).
 UNIT   := $(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py -n auto
+# Every chapter under nbval, once: tests/nbval_cache.py files each chapter that passes, with its outputs, into
+# the book's jupyter-cache, so the book build that follows renders it without executing it again.
+NBVAL  := $(BIN)/python -m pytest --nbval-lax book -q -p tests.nbval_cache
 
 .PHONY: install assets chromium graphviz book test unit notebooks browser course pdf binder-check build-check bench clean
 
@@ -49,7 +52,7 @@ book: install assets graphviz
 ## Unit tests, nbval run of every chapter, the book build, then every page in headless Chromium.
 test: install assets chromium graphviz
 	$(UNIT)
-	$(BIN)/python -m pytest --nbval-lax book -q
+	$(NBVAL)
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py tests/test_ledger.py -q
 
@@ -58,7 +61,7 @@ unit: install
 	$(UNIT) --durations=20
 
 notebooks: install
-	$(BIN)/python -m pytest --nbval-lax book -q
+	$(NBVAL)
 
 ## The browser test alone, on the book already built in _build/html.
 browser: install chromium

@@ -1,0 +1,122 @@
+"""pytest plugin: every chapter that nbval executes without a failure goes into the book's jupyter-cache.
+
+`make test` runs the chapters once, under nbval (`pytest --nbval-lax book -p tests.nbval_cache`). For each
+notebook whose cells all passed, this plugin writes the executed notebook (nbval's outputs of every code
+cell, the ipywidgets state of the kernel, the execution time) into the jupyter-cache that the book build
+reads (`execute.cache` of `_config.yml`). myst-nb matches a notebook to the cache by the hash of its code
+cells' sources and kernelspec, so the build that follows (`execute_notebooks: cache`) renders those outputs
+instead of executing the chapter a second time; a chapter edited after the nbval run no longer matches and
+is executed by the build as usual. A notebook with a failed or skipped cell is never cached.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+_WIDGET_STATE_CODE = (
+    "import json as _j, sys as _s\n"
+    "_w = _s.modules.get('ipywidgets')\n"
+    "print(_j.dumps(_w.Widget.get_manager_state(drop_defaults=True) if _w else None))\n"
+    "del _j, _s, _w\n"
+)
+
+
+def _cache_dir(config) -> Path:
+    """The `execute: cache:` folder of `_config.yml`, relative to the root of the repository."""
+    root = Path(str(config.rootpath))
+    for line in (root / "_config.yml").read_text().splitlines():
+        stripped = line.strip()
+        if stripped.startswith("cache:"):
+            value = stripped.split(":", 1)[1].split("#", 1)[0].strip().strip("'\"")
+            if value:
+                return root / value
+    raise ValueError("_config.yml has no `execute: cache:` folder for the executed notebooks")
+
+
+def _widget_state(nbfile):
+    """The kernel's ipywidgets state (what nbclient stores in the notebook's metadata), or None."""
+    kernel = nbfile.kernel
+    msg_id = kernel.execute_cell_input(_WIDGET_STATE_CODE, allow_stdin=False)
+    kernel.await_reply(msg_id, timeout=60)
+    text = ""
+    while True:
+        msg = nbfile.get_kernel_message(timeout=60)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+        if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+            text += msg["content"]["text"]
+        if msg["msg_type"] == "error":
+            return None
+    return json.loads(text) if text.strip() else None
+
+
+class _Recorder:
+    def __init__(self, config):
+        self.config = config
+        self.failed: set[str] = set()       # notebooks with a failed or skipped cell
+        self.cells: dict[str, list] = {}    # notebook path -> its executed cell items, in order
+        self.started: dict[str, float] = {}
+        self.seconds: dict[str, float] = {}
+        self.widgets: dict[str, dict] = {}
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        path = str(item.path)
+        self.started.setdefault(path, time.perf_counter())
+        yield
+        if not hasattr(item, "test_outputs"):
+            return
+        self.cells.setdefault(path, []).append(item)
+        self.seconds[path] = time.perf_counter() - self.started[path]
+        siblings = [i for i in item.session.items if str(i.path) == path]
+        if item is siblings[-1] and item.parent.kernel.is_alive():
+            try:
+                state = _widget_state(item.parent)
+            except Exception:  # noqa: BLE001 - no state is a rendering loss, never a test failure
+                state = None
+            if state and state.get("state"):
+                self.widgets[path] = state
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed or (report.skipped and report.when == "call"):
+            self.failed.add(str(Path(str(self.config.rootpath)) / report.nodeid.split("::")[0]))
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        from jupyter_cache import get_cache
+        from jupyter_cache.base import CacheBundleIn
+
+        cache = None
+        for path, items in self.cells.items():
+            if path in self.failed:
+                continue
+            nb = copy.deepcopy(items[0].parent.nb)
+            code = [c for c in nb.cells if c.cell_type == "code"]
+            if len(code) != len(items):
+                continue
+            for count, (cell, item) in enumerate(zip(code, items), start=1):
+                cell.execution_count = count
+                outputs = []
+                for out in item.test_outputs or []:
+                    out = nbformat.from_dict(dict(out))
+                    if out.output_type == "execute_result":
+                        out.execution_count = count
+                    outputs.append(out)
+                cell.outputs = outputs
+            if path in self.widgets:
+                nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": self.widgets[path]}
+            if cache is None:
+                cache = get_cache(str(_cache_dir(self.config)))
+            cache.cache_notebook_bundle(
+                CacheBundleIn(nb, path, data={"execution_seconds": self.seconds.get(path)}),
+                check_validity=False, overwrite=True)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_Recorder(config), "nbval-cache-recorder")

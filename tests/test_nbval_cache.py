@@ -1,0 +1,51 @@
+"""tests/nbval_cache.py: a chapter that passes nbval lands in the jupyter-cache the book build reads; one
+that fails does not (the control), and an edited chapter no longer matches its cached execution."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_cache import get_cache
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _notebook(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_markdown_cell("# A chapter")]
+    nb.cells += [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, path)
+    return nb
+
+
+def _nbval(project, name):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbval-lax", name, "-q", "-p", "tests.nbval_cache",
+         "-p", "no:cacheprovider", "--rootdir", str(project), "-c", str(project / "pytest.ini")],
+        cwd=project, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_passing_chapter_is_cached_failing_one_is_not(tmp_path):
+    (tmp_path / "_config.yml").write_text("execute:\n  execute_notebooks: cache\n  cache: _build/jc  # here\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    good = _notebook(tmp_path / "good.ipynb", "x = 6 * 7\nprint(x)", "x + 1")
+    bad = _notebook(tmp_path / "bad.ipynb", "print('before')", "raise ValueError('boom')")
+    run = _nbval(tmp_path, ".")
+    assert run.returncode == 1, run.stdout + run.stderr  # bad.ipynb fails, good.ipynb passes
+    cache = get_cache(str(tmp_path / "_build" / "jc"))
+    record = cache.match_cache_notebook(good)
+    assert record.data["execution_seconds"] > 0
+    _, merged = cache.merge_match_into_notebook(nbformat.read(tmp_path / "good.ipynb", 4))
+    code = [c for c in merged.cells if c.cell_type == "code"]
+    assert [c.execution_count for c in code] == [1, 2]
+    assert code[0].outputs[0].text == "42\n"
+    assert code[1].outputs[0].data["text/plain"] == "43"
+    with pytest.raises(KeyError):  # control: the failing chapter is never cached
+        cache.match_cache_notebook(bad)
+    edited = _notebook(tmp_path / "good.ipynb", "x = 6 * 7\nprint(x)", "x + 2")
+    with pytest.raises(KeyError):  # control: an edited chapter no longer matches its old execution
+        cache.match_cache_notebook(edited)
