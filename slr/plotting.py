@@ -13,8 +13,15 @@ import numpy as np
 
 from slr import manifold, risk
 
-__all__ = ["COLORS", "use_style", "band", "new_figure", "label_panels", "token_bars", "risk_panel",
-           "phase_portrait", "section5_figure"]
+__all__ = ["COLORS", "MAX_WIDTH", "MIN_FONT_PT", "use_style", "band", "new_figure", "label_panels",
+           "token_bars", "risk_panel", "phase_portrait", "section5_figure"]
+
+# Figures are drawn for the page: at most MAX_WIDTH inches wide (the text column is about 780 px and
+# figures render at figure.dpi = 110), so the page never shrinks them, and no text smaller than
+# MIN_FONT_PT points (8 pt at 110 dpi is 12 px: the body's small print). tests/test_browser.py checks
+# both on every figure of the built book; tests/test_plotting.py checks the code.
+MAX_WIDTH = 7.0
+MIN_FONT_PT = 8
 
 COLORS = {
     "kappa": "#1f5fa8",   # key direction k / k_star
@@ -41,11 +48,26 @@ def use_style():
         "grid.alpha": 0.3,
         "axes.titlesize": 11,
         "axes.labelsize": 10,
+        "xtick.labelsize": 9,
+        "ytick.labelsize": 9,
         "legend.fontsize": 9,
+        "figure.titlesize": 12,
         "legend.frameon": False,
         "lines.linewidth": 1.8,
         "font.family": "DejaVu Sans",
     })
+    _retina()
+
+
+def _retina():
+    """Inline figures at twice the pixel density (same size on the page, sharp on every screen)."""
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:  # pragma: no cover - IPython is there whenever figures are shown inline
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("retina")
 
 
 def band(ax, x, values, *, color=None, label=None, q=(2.5, 97.5), axis=0, alpha=0.25, **kw):
@@ -59,11 +81,22 @@ def band(ax, x, values, *, color=None, label=None, q=(2.5, 97.5), axis=0, alpha=
 
 
 def new_figure(nrows=1, ncols=1, *, width=None, height=None, **kw):
-    """A figure with the house size: 3.2 inches per panel across, 2.8 down unless given."""
+    """A figure with the house size (3.2 inches per panel across, 2.8 down unless given), laid out for
+    the page: never wider than MAX_WIDTH. A single row of three or more panels wraps into rows of two
+    (the axes come back as a flat array in the same order, unused cells removed); any other figure
+    wider than MAX_WIDTH is narrowed to it."""
     use_style()
     width = width or 3.2 * ncols + 0.6
     height = height or 2.8 * nrows + 0.4
-    return plt.subplots(nrows, ncols, figsize=(width, height), constrained_layout=True, **kw)
+    if nrows == 1 and ncols >= 3:
+        rows = -(-ncols // 2)
+        fig, ax = plt.subplots(rows, 2, figsize=(min(width, MAX_WIDTH), 0.85 * height * rows),
+                               constrained_layout=True, **kw)
+        ax = ax.ravel()
+        for extra in ax[ncols:]:
+            extra.remove()
+        return fig, ax[:ncols]
+    return plt.subplots(nrows, ncols, figsize=(min(width, MAX_WIDTH), height), constrained_layout=True, **kw)
 
 
 def label_panels(axes, labels="abcdefgh"):
@@ -149,7 +182,7 @@ def section5_figure(traj, title):
         ax[2].plot(kappa[r, -1], nu[r, -1], "*", color=color, ms=10)
     ax[2].set(xlim=(-1.05, 1.05), ylim=(-1.05, 1.05), aspect="equal", xlabel=r"$\kappa$", ylabel=r"$\nu$",
               title=r"$(\kappa_t, \nu_t)$: o start, * end")
-    ax[2].legend(loc="lower right", fontsize=8)
+    ax[2].legend(loc="lower right")
     band(ax[3], t, np.maximum(np.asarray(traj.dist_manifold), 1e-19), color=COLORS["signal"])
     ax[3].set(yscale="log", xlabel="step $t$", title=r"distance to $\mathcal{M}$")
     for a in (ax[0], ax[1], ax[3]):

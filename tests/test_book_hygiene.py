@@ -85,3 +85,32 @@ def test_checks_are_claims_not_bare_asserts(path):
     assert checks > 0, f"{path.name}: the chapter checks no claim"
     assert any('claims.start("' + path.stem + '")' in src for src in code), \
         f"{path.name}: claims.start({path.stem!r}) is missing"
+
+
+def _code_sources():
+    """(where, source) of every chapter code cell and every slr module."""
+    for path in NOTEBOOKS:
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            if cell["cell_type"] == "code":
+                yield f"{path.name} cell {i}", "".join(cell["source"])
+    for path in sorted((ROOT / "slr").glob("*.py")):
+        yield path.name, path.read_text()
+
+
+def _small_fonts(src, min_pt):
+    """Explicit font sizes below min_pt points, or named sizes below `small`, in a source."""
+    found = [m.group(0) for m in re.finditer(r"(?:fontsize|labelsize|size)\s*=\s*(\d+(?:\.\d+)?)\b", src)
+             if "fontsize" in m.group(0) or "labelsize" in m.group(0)
+             if float(m.group(1)) < min_pt]
+    found += re.findall(r"(?:fontsize|labelsize)\s*=\s*[\"'](?:xx?-small)[\"']", src)
+    return found
+
+
+def test_no_figure_text_below_the_house_minimum():
+    """No chapter or module draws text below slr.plotting.MIN_FONT_PT (the figures' labels must read as
+    the body's small print); the control shows the scan finds one."""
+    from slr import plotting
+    assert _small_fonts('ax.legend(fontsize=7); ax.tick_params(labelsize="x-small")', 8) == [
+        "fontsize=7", 'labelsize="x-small"']
+    bad = [(where, f) for where, src in _code_sources() for f in _small_fonts(src, plotting.MIN_FONT_PT)]
+    assert not bad, f"text below {plotting.MIN_FONT_PT} pt: {bad}"

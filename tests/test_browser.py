@@ -10,20 +10,34 @@ must load from the local server with:
 - no console error and no uncaught exception;
 - every piece of math typeset by MathJax: each `.math` element holds an `mjx-container`, no `mjx-merror`,
   and no raw `$$`, `\\(`, `\\[` or TeX-looking `$...$` left in the text outside code;
-- no broken image (naturalWidth 0).
-Screenshots of the first page and of the page with the most math go to artifacts/.
+- no broken image (naturalWidth 0);
+- every image of the text has real alt text (not empty, not a file name or a hash);
+- every figure drawn large enough: its smallest label (the house style's smallest font,
+  slr.plotting.MIN_FONT_PT, scaled as the page shows the image) is at least the body's small print
+  (SMALL_PRINT of the body's font size);
+- nothing wider than the text column (math, tables, code, images, outputs), unless it sits in a
+  horizontal scroll container that itself fits, and nothing clipped by a container that hides overflow:
+  at desktop width (1280 px) and at phone width (390 px), where the page itself must not scroll sideways;
+- no doubled label ("Exercise Exercise 3", "Theorem 5 (Theorem 5)"), no progress bar (widget or tqdm
+  text), no raw Python reprs of NumPy scalars ("np.float64(");
+- every internal link resolves: its page exists and, with a #fragment, that page has the anchor.
+Screenshots of every page at both widths go to artifacts/screens/ (JPEG, full page).
 """
 import functools
 import http.server
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 import yaml
 from booktoc import toc_files
+from PIL import Image
+
+from slr import plotting
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
@@ -31,6 +45,8 @@ ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = os.environ.get("SLR_CHROMIUM", "/usr/bin/chromium")
 REQUIRED = os.environ.get("SLR_BROWSER_TEST") == "1"
 LOCAL_HOSTS = {"127.0.0.1"}
+WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
+SMALL_PRINT = 0.75  # the body's small print, as a fraction of the body's font size
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -87,7 +103,49 @@ async () => {
       raw.push(t.trim().slice(0, 80));
     }
   }
+  const article = document.querySelector('article.bd-article') || document.querySelector('main')
+                  || document.body;
+  const col = article.getBoundingClientRect();
+  const describe = el => (el.tagName.toLowerCase() + ' ' + (el.textContent || el.getAttribute('src')
+                          || '').trim().replace(/\s+/g, ' ').slice(0, 60));
+  const overflow = [], clipped = [];
+  for (const el of article.querySelectorAll('mjx-container, table, pre, img, .cell_output, svg')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || el.closest('mjx-container') && el.tagName.toLowerCase() !== 'mjx-container') {
+      continue;
+    }
+    let fits = r.right <= col.right + 1 && r.left >= col.left - 1;
+    for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+      const o = getComputedStyle(p).overflowX, pr = p.getBoundingClientRect();
+      if ((o === 'hidden' || o === 'clip') && (r.right > pr.right + 1 || r.left < pr.left - 1)) {
+        clipped.push(describe(el)); fits = true; break;
+      }
+      if ((o === 'auto' || o === 'scroll') && pr.right <= col.right + 1 && pr.left >= col.left - 1) {
+        fits = true; break;
+      }
+      if (p === article) { break; }
+    }
+    if (!fits) { overflow.push(describe(el)); }
+  }
+  const text = article.innerText;
+  const doubled = [];
+  for (const m of text.matchAll(/\b(Exercise|Solution|Theorem|Lemma|Proposition|Corollary|Definition|Assumption|Remark|Figure)\s+\1\b|\b(Theorem|Lemma|Proposition|Corollary|Definition|Assumption) (\d+[a-z]?)\s*\(\2 \3\)/g)) {
+    doubled.push(m[0]);
+  }
+  const progress = document.querySelectorAll('progress, .widget-hprogress, .widget-progress').length
+                   + (text.match(/\d+%\|[^|\n]*\|\s*\d+\/\d+/g) || []).length;
+  const reprs = (text.match(/np\.(float|int)\d*\(/g) || []).length;
+  const ids = Array.from(document.querySelectorAll('[id], a[name]')).map(e => e.id || e.getAttribute('name'));
+  const links = Array.from(document.querySelectorAll('a[href]')).map(a => a.href)
+                     .filter(h => h.startsWith(location.origin));
+  const figures = Array.from(article.querySelectorAll('img')).map(i => ({
+    src: i.getAttribute('src'), alt: (i.getAttribute('alt') || '').trim(),
+    natural: i.naturalWidth, shown: i.getBoundingClientRect().width}));
   return {
+    hscroll: document.documentElement.scrollWidth > window.innerWidth + 1,
+    overflow: overflow, clipped: clipped, doubled: doubled, progress: progress, reprs: reprs,
+    ids: ids, links: links, figures: figures,
+    font: parseFloat(getComputedStyle(article).fontSize),
     mathjax: !!(window.MathJax && MathJax.version),
     math: math.length,
     containers: document.querySelectorAll('mjx-container').length,
@@ -134,12 +192,17 @@ def browser(tmp_path_factory):
         context.close()
 
 
-@pytest.fixture(scope="module")
-def results(server, browser):
-    """Open every page once; what each page requested, logged and rendered."""
+SCREENS = ARTIFACTS / "screens"
+
+
+def _open_all(server, browser, width):
+    """Open every page once at one of WIDTHS: what each page requested, logged and rendered, and a
+    full-page screenshot in artifacts/screens/<width>/."""
     out = {}
+    (SCREENS / width).mkdir(parents=True, exist_ok=True)
     for rel in all_pages():
         page = browser.new_page()
+        page.set_viewport_size(dict(zip(("width", "height"), WIDTHS[width])))
         rec = {"external": [], "failed": [], "console": [], "errors": [], "status": None}
 
         def route(r, rec=rec):
@@ -164,14 +227,24 @@ def results(server, browser):
             page.wait_for_load_state("networkidle")
             rec.update(page.evaluate(PAGE_CHECK))
             page.wait_for_timeout(200)  # late console messages (widget rendering, MathJax menu)
-            rec["page"] = page
-        else:
-            page.close()
+            shot = SCREENS / width / (rel.replace("/", "__").removesuffix(".html") + ".jpg")
+            page.screenshot(path=str(shot), full_page=True, type="jpeg", quality=45)
+            rec["screenshot"] = shot
+        page.close()
         out[rel] = rec
-    yield out
-    for rec in out.values():
-        if "page" in rec:
-            rec["page"].close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def results(server, browser):
+    """Every page at desktop width."""
+    return _open_all(server, browser, "desktop")
+
+
+@pytest.fixture(scope="module")
+def phone(server, browser):
+    """Every page at phone width."""
+    return _open_all(server, browser, "phone")
 
 
 def test_toc_is_not_empty():
@@ -208,19 +281,95 @@ def test_the_book_has_typeset_math(results):
     assert total > 0, "no mjx-container anywhere: MathJax never ran"
 
 
-def test_screenshots(results):
-    ARTIFACTS.mkdir(exist_ok=True)
-    toc = [r for r in toc_pages() if "page" in results[r]]
-    most_math = max(toc, key=lambda r: results[r].get("containers", 0))
+@pytest.mark.parametrize("rel", all_pages())
+def test_nothing_overflows_the_column(rel, results, phone):
+    for width, rec in (("desktop", results[rel]), ("phone", phone[rel])):
+        if rec["status"] is None:
+            pytest.fail(f"{rel} was not built")
+        assert not rec["clipped"], f"{rel} at {width} width: content clipped: {rec['clipped'][:5]}"
+        assert not rec["overflow"], (f"{rel} at {width} width: wider than the text column and not in a "
+                                     f"scroll container: {rec['overflow'][:5]}")
+        assert not rec["hscroll"], f"{rel} at {width} width: the page scrolls sideways"
+
+
+def _alt_is_real(alt):
+    low = alt.lower()
+    return (len(alt) >= 12 and " " in alt and not re.search(r"\.(png|svg|jpe?g|gif)$", low)
+            and "_images" not in low and "jupyter_execute" not in low
+            and not re.fullmatch(r"[0-9a-f_\-./]+", low))
+
+
+def _min_label_px(fig, rel):
+    """The smallest label of a figure in CSS px as the page shows it: MIN_FONT_PT points at the image's
+    own resolution (its PNG's dpi), scaled by shown width / natural width. None for a vector image."""
+    src = (HTML / rel).parent / fig["src"]
+    if src.suffix.lower() != ".png" or not src.exists() or not fig["natural"]:
+        return None
+    dpi = Image.open(src).info.get("dpi", (72, 72))[0]
+    return plotting.MIN_FONT_PT / 72 * dpi * fig["shown"] / fig["natural"]
+
+
+@pytest.mark.parametrize("rel", all_pages())
+def test_figures_have_alt_text_and_readable_labels(rel, results):
+    rec = results[rel]
+    if rec["status"] is None:
+        pytest.fail(f"{rel} was not built")
+    no_alt = [f["src"] for f in rec["figures"] if not _alt_is_real(f["alt"])]
+    assert not no_alt, f"{rel}: images without real alt text: {no_alt[:5]}"
+    small = SMALL_PRINT * rec["font"]
+    tiny = [(f["src"], round(px, 1)) for f in rec["figures"]
+            if (px := _min_label_px(f, rel)) is not None and px < small]
+    assert not tiny, f"{rel}: figure labels below the small print ({small:.1f} px): {tiny[:5]}"
+
+
+def test_the_figure_checks_can_fail():
+    """Controls: a hash file name is not alt text; a 14-inch figure at 110 dpi shown 784 px wide has
+    labels below the small print of a 16 px body."""
+    assert not _alt_is_real("../_images/0c1d2e3f4a5b6c7d.png")
+    assert not _alt_is_real("")
+    assert _alt_is_real("Excess risk against step, median and 95% band of 30 runs")
+    shown = plotting.MIN_FONT_PT / 72 * 110 * 784 / (14 * 110)
+    assert shown < SMALL_PRINT * 16
+
+
+@pytest.mark.parametrize("rel", all_pages())
+def test_text_has_no_doubled_labels_progress_bars_or_reprs(rel, results):
+    rec = results[rel]
+    if rec["status"] is None:
+        pytest.fail(f"{rel} was not built")
+    assert not rec["doubled"], f"{rel}: doubled labels: {rec['doubled'][:5]}"
+    assert not rec["progress"], f"{rel}: {rec['progress']} progress bars"
+    assert not rec["reprs"], f"{rel}: {rec['reprs']} raw NumPy reprs (np.float64(...)) in the text"
+
+
+def test_every_internal_link_resolves(server, results):
+    ids = {rel: set(rec.get("ids", [])) for rel, rec in results.items()}
+    dead = []
+    for rel, rec in results.items():
+        for href in rec.get("links", []):
+            parts = urlsplit(href)
+            target = unquote(parts.path[len(urlsplit(server).path):]) or "index.html"
+            if target.endswith("/"):
+                target += "index.html"
+            if not (HTML / target).exists():
+                dead.append(f"{rel} -> {href} (no such page)")
+            elif parts.fragment and target in ids and unquote(parts.fragment) not in ids[target]:
+                dead.append(f"{rel} -> {href} (no such anchor)")
+    assert not dead, f"{len(dead)} dead internal links: {dead[:8]}"
+
+
+def test_screenshots(results, phone):
     report = []
-    for name, rel in (("first-page", toc[0]), ("most-math", most_math)):
-        path = ARTIFACTS / f"{name}.png"
-        results[rel]["page"].screenshot(path=str(path), full_page=True)
-        assert path.stat().st_size > 10_000, path
     for rel in all_pages():
+        for width, rec in (("desktop", results[rel]), ("phone", phone[rel])):
+            if "screenshot" in rec:
+                assert rec["screenshot"].stat().st_size > 10_000, rec["screenshot"]
         r = results[rel]
         report.append(f"{rel}\tmath={r.get('math')}\tmjx-container={r.get('containers')}\t"
                       f"images={r.get('images')}\twidgets={r.get('widgets')}\texternal={len(r['external'])}\t"
                       f"console_errors={len(r['console']) + len(r['errors'])}")
+    shots = sorted(p.relative_to(ARTIFACTS) for p in SCREENS.rglob("*.jpg"))
+    assert len(shots) >= 2 * len(toc_pages()), len(shots)
     (ARTIFACTS / "browser-report.tsv").write_text("\n".join(report) + "\n")
+    (ARTIFACTS / "screenshots.txt").write_text("\n".join(map(str, shots)) + "\n")
     print("\n" + "\n".join(report))

@@ -55,3 +55,30 @@ def test_section5_figure_has_four_labelled_panels():
     assert ax[0].get_yscale() == "log" and ax[3].get_yscale() == "log"
     assert np.allclose(ax[3].lines[0].get_ydata(), 0.1)                # distance to M = |eta|
     plt.close(fig)
+
+
+def test_new_figure_is_laid_out_for_the_page():
+    """A row of three or four panels wraps into rows of two, nothing is wider than MAX_WIDTH; the
+    control: the width asked for (14 inches) is above it, so the cap is doing the work."""
+    fig, ax = plotting.new_figure(1, 4, width=14.0, height=3.3)
+    assert ax.shape == (4,) and len(fig.axes) == 4
+    assert fig.get_figwidth() <= plotting.MAX_WIDTH < 14.0
+    rows = sorted({round(a.get_position().y0, 3) for a in ax})
+    assert len(rows) == 2
+    plt.close(fig)
+    fig, ax = plotting.new_figure(1, 3, sharey=True)
+    assert ax.shape == (3,) and len(fig.axes) == 3
+    plt.close(fig)
+    fig, ax = plotting.new_figure(3, 3, width=9.6, height=7.6)
+    assert ax.shape == (3, 3) and fig.get_figwidth() == plotting.MAX_WIDTH
+    plt.close(fig)
+    fig, ax = plotting.new_figure(1, 2)
+    assert ax.shape == (2,) and fig.get_figwidth() == 3.2 * 2 + 0.6
+    plt.close(fig)
+
+
+def test_house_style_fonts_are_readable():
+    plotting.use_style()
+    sizes = [matplotlib.rcParams[k] for k in ("axes.titlesize", "axes.labelsize", "xtick.labelsize",
+                                               "ytick.labelsize", "legend.fontsize")]
+    assert min(sizes) >= plotting.MIN_FONT_PT
