@@ -20,6 +20,16 @@ UNIT   := $(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py -n aut
 # the book's jupyter-cache, so the book build that follows renders it without executing it again.
 NBVAL  := $(BIN)/python -m pytest --nbval-lax book -q -p tests.nbval_cache
 
+define COURSE
+	@mkdir -p _build/course
+	sed -e 's/^\(    hide_solutions:\) false/\1 true/' \
+	    -e 's|^\(    [a-z_]*:\) web/$$|\1 $(CURDIR)/web/|' _config.yml > _build/course/_config.yml
+	grep -q '^    hide_solutions: true' _build/course/_config.yml
+	$(BIN)/jupyter-book build . $(JB_FLAGS) --config _build/course/_config.yml --path-output _build/course
+	@! grep -rl 'class="solution' _build/course/_build/html --include='*.html' || (echo "solutions left in the course build"; false)
+	rm -rf _build/html/course && cp -r _build/course/_build/html _build/html/course
+endef
+
 .PHONY: install assets chromium graphviz book test unit notebooks browser course pdf binder-check build-check bench clean
 
 install: $(STAMP)
@@ -47,6 +57,7 @@ graphviz:
 ## Execute every chapter and build the HTML book (warnings are errors).
 book: install assets graphviz
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
+	$(COURSE)
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
 ## Unit tests, nbval run of every chapter, the book build, then every page in headless Chromium.
@@ -54,6 +65,7 @@ test: install assets chromium graphviz
 	$(UNIT)
 	$(NBVAL)
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
+	$(COURSE)
 	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py tests/test_ledger.py -q
 
 ## The unit suite alone (< 90 s cold on 2 cores), with its 20 slowest tests to keep it that way.
@@ -67,15 +79,12 @@ notebooks: install
 browser: install chromium
 	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py tests/test_ledger.py -q
 
-## The book for a course: exercise solutions left out (sphinx-exercise hide_solutions). _build/course/html
+## The book for a course: exercise solutions left out (sphinx-exercise hide_solutions), built from the same
+## executed chapters (the jupyter-cache) in _build/course/_build/html and published with the book under
+## _build/html/course/ (the syllabus links to it). `make book` and `make test` build it too.
 course: install assets graphviz
-	@mkdir -p _build/course
-	sed -e 's/^\(    hide_solutions:\) false/\1 true/' \
-	    -e 's|^\(    offline_book:\) web/|\1 $(CURDIR)/web/|' _config.yml > _build/course/_config.yml
-	grep -q '^    hide_solutions: true' _build/course/_config.yml
-	$(BIN)/jupyter-book build . $(JB_FLAGS) --config _build/course/_config.yml --path-output _build/course
-	@! grep -rl 'class="solution' _build/course/_build/html --include='*.html' || (echo "solutions left in the course build"; false)
-	@echo "The course book (no solutions) is at $(CURDIR)/_build/course/_build/html/index.html"
+	$(COURSE)
+	@echo "The course book (no solutions) is at $(CURDIR)/_build/html/course/index.html"
 
 ## The whole book as one PDF (pdflatex), _build/latex/book.pdf. Not part of `make test` (slow).
 pdf: install graphviz

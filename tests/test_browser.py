@@ -64,7 +64,7 @@ def all_pages():
     """TOC pages first, then every other HTML page Sphinx wrote (index redirect, genindex, search)."""
     pages = toc_pages()
     if HTML.exists():
-        skip = {"_static", "_sources", "_images", "mathjax", "widgets", "jupyter_execute"}
+        skip = {"_static", "_sources", "_images", "mathjax", "widgets", "jupyter_execute", "course"}
         for p in sorted(HTML.rglob("*.html")):
             rel = p.relative_to(HTML)
             if rel.parts[0] not in skip and str(rel) not in pages:
@@ -373,3 +373,15 @@ def test_screenshots(results, phone):
     (ARTIFACTS / "browser-report.tsv").write_text("\n".join(report) + "\n")
     (ARTIFACTS / "screenshots.txt").write_text("\n".join(map(str, shots)) + "\n")
     print("\n" + "\n".join(report))
+
+
+def test_the_course_edition_is_published_without_solutions(results):
+    """`make book`/`make test` publish the course build under course/; the syllabus links to it."""
+    course = HTML / "course"
+    pages = list(course.rglob("*.html"))
+    assert (course / "index.html").exists() and len(pages) >= len(toc_pages()), len(pages)
+    with_solutions = [p for p in pages if 'class="solution' in p.read_text(errors="replace")]
+    assert not with_solutions, f"solutions in the course edition: {with_solutions[:3]}"
+    book_solutions = [p for p in HTML.glob("book/*.html") if 'class="solution' in p.read_text()]
+    assert book_solutions, "control: the book itself shows solutions"
+    assert any(h.endswith("/course/index.html") for h in results["book/syllabus.html"]["links"])
