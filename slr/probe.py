@@ -181,21 +181,31 @@ def load_encoder(encoder: str | os.PathLike = DEFAULT_ENCODER, *, allow_download
     Offline unless ``allow_download=True`` (``local_files_only=True``: a hub name must already be in
     the local cache; no environment variable is set). Weights are read as safetensors only
     (``use_safetensors=True``: no pickle is ever loaded). The model is in eval mode on the CPU and
-    returns the hidden states of every layer. transformers logs at ERROR while loading, then as before.
+    returns the hidden states of every layer. transformers logs at ERROR and shows no progress bar while
+    loading, then as before.
     """
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     where = resolve_encoder(encoder)
     local = not allow_download or Path(where).is_dir()
-    level = hf_logging.get_verbosity()
+    from huggingface_hub import utils as hub_utils
+
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hub_bars = not hub_utils.are_progress_bars_disabled()
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()     # no "Loading weights" bars in the book's pages
+    hub_utils.disable_progress_bars()
     try:
         tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=local)
         model = AutoModel.from_pretrained(where, local_files_only=local, use_safetensors=True,
                                           output_hidden_states=True)
     finally:
         hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+        if hub_bars:
+            hub_utils.enable_progress_bars()
     model.eval()
     return tokenizer, model
 

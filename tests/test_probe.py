@@ -117,11 +117,23 @@ def test_loading_and_encoding_leave_the_process_settings_alone(tiny_bert):
     import torch
     from transformers.utils import logging as hf_logging
 
+    from huggingface_hub import utils as hub_utils
+
     env, threads, level = dict(os.environ), torch.get_num_threads(), hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
     tok, model = probe.load_encoder(tiny_bert)
     probe.cls_states(["the city is nice"], tok, model, num_threads=1)
     assert dict(os.environ) == env
     assert torch.get_num_threads() == threads and hf_logging.get_verbosity() == level
+    assert (hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()) == bars
+
+
+def test_loading_shows_no_progress_bar(tiny_bert, capfd):
+    """Nothing written to stdout or stderr while the encoder loads (the probe chapter's page showed
+    Hugging Face "Loading weights" bars)."""
+    probe.load_encoder(tiny_bert)
+    out, err = capfd.readouterr()
+    assert "%|" not in out + err and "Loading" not in out + err, (out + err)[:300]
 
 
 def test_tiny_bert_loads_offline_and_gives_cls_states(tiny_bert):
