@@ -30,7 +30,7 @@ define COURSE
 	rm -rf _build/html/course && cp -r _build/course/_build/html _build/html/course
 endef
 
-.PHONY: install assets chromium graphviz book test unit notebooks browser course pdf binder-check build-check bench clean
+.PHONY: install assets chromium graphviz book test unit notebooks browser course pdf colab-check binder-check build-check bench clean
 
 install: $(STAMP)
 
@@ -97,6 +97,11 @@ pdf: install graphviz
 	pdfinfo _build/latex/book.pdf | grep Pages
 
 ## What Binder does: a fresh venv from requirements.txt alone plus `pip install .` runs every chapter.
+## What Colab does: a venv with only Colab's own packages, then every chapter with its setup cell (which
+## installs slr[book] from the repository URL, redirected to this checkout). Slow; not part of `make test`.
+colab-check: install
+	SLR_COLAB_CHECK=1 $(BIN)/python -m pytest tests/test_colab_env.py -q -s
+
 binder-check:
 	SLR_BINDER_CHECK=1 $(BIN)/python -m pytest tests/test_binder_env.py -q -s
 

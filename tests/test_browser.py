@@ -385,3 +385,16 @@ def test_the_course_edition_is_published_without_solutions(results):
     book_solutions = [p for p in HTML.glob("book/*.html") if 'class="solution' in p.read_text()]
     assert book_solutions, "control: the book itself shows solutions"
     assert any(h.endswith("/course/index.html") for h in results["book/syllabus.html"]["links"])
+
+
+def test_download_button_offers_the_executed_notebook():
+    """The ".ipynb" download of every chapter is the executed notebook (web/executed_downloads.py); the
+    control: the committed source of the same chapter has no output."""
+    import json
+    for nb in (ROOT / "book").glob("*.ipynb"):
+        src = json.loads(nb.read_text())
+        assert not any(c.get("outputs") for c in src["cells"] if c["cell_type"] == "code"), nb.name
+        served = HTML / "_sources" / "book" / nb.name
+        assert served.exists(), served
+        cells = json.loads(served.read_text())["cells"]
+        assert any(c.get("outputs") for c in cells if c["cell_type"] == "code"), f"{served} has no output"
