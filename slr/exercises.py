@@ -1,9 +1,9 @@
 """Self-checking exercises: ``check(label, answer)`` says whether a student's answer is right.
 
-Each computational exercise with a numerical answer (a number, a vector, a small array, or a formula
-given as a Python function) has a *checker*: it computes the expected value **at call time** from the
-library's own functions (never from a number typed here), compares the answer with it within a stated
-tolerance, and prints ``right`` or ``wrong`` without printing the expected value. In a chapter::
+Each computational exercise with a numerical answer (a number, an array, or a formula given as a Python
+function) has a *checker*: it computes the expected value **at call time** from the library's own
+functions (never from a number typed here), compares the answer with it within a stated tolerance, and
+prints ``right`` or ``wrong`` without printing the expected value. In a chapter::
 
     from slr import exercises
     exercises.check("oracle_ex2", [lam_400, lam_1e4, lam_1e6])     # -> True or False, and a line
@@ -14,9 +14,9 @@ as keyword arguments, e.g. ``exercises.check("probe_ex4", x, n=n, p=p)``. An unk
 missing or unexpected input, or an answer that is not finite or has the wrong shape raises
 ``ValueError`` naming the argument.
 
-A scalar or array answer ``a`` is right when ``|a - e| <= atol + rtol |e|`` entry by entry (``e`` the
-expected value; the shape must match). A few checkers accept a one-sided interval instead (said in
-their tolerance); a formula answer is evaluated at fixed test points and compared there.
+An answer ``a`` is right when ``|a - e| <= atol + rtol |e|`` entry by entry (``e`` the expected value,
+of the same shape), or within a one-sided interval where the tolerance says so; a formula answer is
+evaluated at fixed test points and compared there.
 """
 from __future__ import annotations
 
@@ -25,8 +25,11 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import jax
 import numpy as np
+from scipy import special
 
+from slr import baselines, gaussian, landscape, manifold, predictors, risk, task
 from slr._validate import check_int
 
 __all__ = ["Checker", "CHECKERS", "check", "describe", "labels"]
@@ -138,25 +141,51 @@ def _get(label):
     return CHECKERS[label]
 
 
-CHECKERS: dict = {}   # label -> Checker, filled below
+CHECKERS: dict = {}   # label -> Checker, filled by the decorator below
+
+
+def _checker(label, answer, shape=(), *, given=(), **options):
+    """Register the decorated reference computation as ``label``'s checker (memoised when it has no
+    inputs: a reference is deterministic)."""
+    def register(f):
+        CHECKERS[label] = Checker(label, answer, shape, f if given else functools.cache(f), given=given,
+                                  **options)
+        return f
+    return register
 
 
 # ---- reference computations (all at call time, from slr's functions) ----
 
+_checker("linear_ex3", "the exact risk of the fitted affine predictor (a float)", rtol=0.02, atol=1e-9,
+         upper_only=True)(   # Proposition 3: the minimum of every affine predictor's risk (linear_ex1)
+    lambda: risk.linear_risk(gamma=_GAMMA, L=4, eps=0.1, p=np.array([0.55, 0.25, 0.15, 0.05])))
+_checker("task_ex2", "the 5 recovery rates for d = 2, 4, 8, 16, 32", (5,), atol=0.015)(  # quadrature
+    lambda: 1.0 - task.argmax_failure(d=np.array([2.0, 4.0, 8.0, 16.0, 32.0]), L=10, gamma=_GAMMA))
+_checker("task_ex4", "the rate at which the longest token is J0 (a float)", atol=0.005)(  # quadrature
+    lambda: task.norm_rule_rates(d=400, L=10, gamma=1.0)[0])
+_checker("beyond_open_ex1", "the limiting median ratio (a float)", rtol=0.005)(  # sqrt(3/2 F_{3,2})
+    lambda: math.sqrt(1.5 * special.fdtri(3, 2, 0.5)))
+
+
 def _oracle(lams, *, d, L, eps):
-    """Theorem 1's oracle risk eps^2 + signal(lam) + (L - 1) zeta(0; lam), from slr's two parts (the
-    signal part by quadrature without cancellation); L may be an array broadcasting against lams."""
-    from slr import gaussian, risk
+    """Theorem 1's oracle risk eps^2 + signal(lam) + (L - 1) zeta(0; lam) from slr's two parts (the
+    signal part by quadrature, without cancellation)."""
     signal = risk.oracle_signal_part(lam=lams, gamma=_GAMMA, d=d)
-    return eps ** 2 + signal + (np.asarray(L, float) - 1) * np.asarray(gaussian.zeta0(np.asarray(lams)))
+    return eps ** 2 + signal + (L - 1) * np.asarray(gaussian.zeta0(np.asarray(lams)))
 
 
-@functools.cache
+def _bisect(below, lo, hi):
+    """The largest integer in [lo, hi) where the monotone predicate ``below`` holds (it holds at lo)."""
+    while hi - lo > 1:
+        lo, hi = ((lo + hi) // 2, hi) if below((lo + hi) // 2) else (lo, (lo + hi) // 2)
+    return lo
+
+
+@_checker("landscape_ex1", "lambda_c at d = 400 (a float)", rtol=0.02)
 def _lambda_c(d=400):
-    """landscape_ex1: the exact crossover lam_c(400), where the role-swapped point's risk (landscape's
-    closed form at theta*, the (L - 1) zeta(0; lam) term left out on both sides) meets the oracle's:
-    the last sign change on a grid, refined twice on finer grids."""
-    from slr import gaussian, landscape
+    """The exact crossover lam_c(400): where the role-swapped point's risk (landscape's closed form at
+    theta*, without the (L - 1) zeta(0; lam) common to both) meets the oracle's; the last sign change
+    on a grid, refined on finer grids."""
     r = math.sqrt(d / 2)
 
     def gap(lams):
@@ -172,31 +201,20 @@ def _lambda_c(d=400):
     return float(lams[0])
 
 
-@functools.cache
-def _linear_ex3():
-    """linear_ex3: Proposition 3's risk, the minimum of every affine predictor's risk (linear_ex1)."""
-    from slr import risk
-    return risk.linear_risk(gamma=_GAMMA, L=4, eps=0.1, p=np.array([0.55, 0.25, 0.15, 0.05]))
-
-
-@functools.cache
+@_checker("linear_ex4", "the largest L (an integer)", rtol=0.02)
 def _largest_L(d=1e4, eps=0.1):
-    """linear_ex4: the largest L with min_lam R_lam(k*, v*) < R_lin / 2 (on a fine lam grid); the gap
-    between the two sides grows with L, so bisection finds the crossing."""
-    from slr import risk
+    """The largest L with min_lam R_lam(k*, v*) < R_lin / 2 (fine lam grid; the oracle risk is affine
+    in L, and the gap between the two sides grows with L)."""
     lams = np.geomspace(1e-4, 10.0, _N)
-    base, noise = _oracle(lams, d=d, L=1, eps=eps), _oracle(lams, d=d, L=2, eps=0.0) - _oracle(lams, d=d, L=1, eps=0.0)
-    below = lambda L: np.min(base + (L - 1) * noise) < risk.linear_risk(gamma=_GAMMA, L=L, eps=eps) / 2
-    lo, hi = 1, 1_000_000
-    while hi - lo > 1:
-        lo, hi = ((lo + hi) // 2, hi) if below((lo + hi) // 2) else (lo, (lo + hi) // 2)
-    return lo
+    base = _oracle(lams, d=d, L=1, eps=eps)
+    noise = _oracle(lams, d=d, L=2, eps=eps) - base                    # zeta(0; lam), one noise token
+    lin = lambda L: risk.linear_risk(gamma=_GAMMA, L=L, eps=eps)
+    return _bisect(lambda L: np.min(base + (L - 1) * noise) < lin(L) / 2, 1, 1_000_000)
 
 
-@functools.cache
+@_checker("oracle_ex2", "[lambda* at d = 400, 1e4, 1e6] (3 floats)", (3,), rtol=0.01)
 def _lam_star():
-    """oracle_ex2: argmin of the oracle risk for d = 400, 1e4, 1e6 (a grid, then a finer grid between
-    the neighbours of the grid minimum)."""
+    """argmin of the oracle risk for d = 400, 1e4, 1e6: a grid, then finer grids around its minimum."""
     out = []
     for d in (400.0, 1e4, 1e6):
         lams = np.geomspace(1e-4, 3.0, _N)
@@ -207,134 +225,101 @@ def _lam_star():
     return np.array(out)
 
 
-@functools.cache
+@_checker("pgd_ex2", "the number of steps (an integer)", rtol=0.06)
 def _pgd_steps():
-    """pgd_ex2: the first step at which the exact map of Lemma 7 (lam = 0.1, alpha = 4e-3) started at
-    (kappa, nu) = (0.98, 1) reaches kappa >= 0.999."""
-    from slr import manifold
+    """The first step at which the exact map of Lemma 7 (lam = 0.1, alpha = 4e-3) from (0.98, 1)
+    reaches kappa >= 0.999."""
     _, ka, _ = manifold.manifold_pgd(0.98, 1.0, lam=0.1, alpha=4e-3, steps=60_000, gamma=_GAMMA, d=400,
                                      L=10, log_every=1)
     return float(np.argmax(np.asarray(ka) >= 0.999))
 
 
-@functools.cache
-def _recovery():
-    """task_ex2: P(argmax_l X_l^T k* = J0) for d = 2, 4, 8, 16, 32, L = 10 (exact quadrature)."""
-    from slr import task
-    return 1.0 - task.argmax_failure(d=np.array([2.0, 4.0, 8.0, 16.0, 32.0]), L=10, gamma=_GAMMA)
-
-
-@functools.cache
-def _longest():
-    """task_ex4: P(the longest token is J0) at gamma^2 = 1, d = 400, L = 10 (exact quadrature)."""
-    from slr import task
-    return task.norm_rule_rates(d=400, L=10, gamma=1.0)[0]
-
-
+@_checker("probe_ex4", "log10 of the probability of separability at the probe's n and p", atol=0.05,
+          given=("n", "p"))
 def _cover_log10(n, p):
-    """probe_ex4: log10 of Cover's probability 2 sum_{k <= p} C(n - 1, k) / 2^n, summed in logs."""
-    from scipy.special import gammaln, logsumexp
+    """log10 of Cover's probability 2 sum_{k <= p} C(n - 1, k) / 2^n, summed in logs."""
     n, p = check_int("n", n, lo=2), check_int("p", p)
     k = np.arange(min(p, n - 1) + 1)
-    logc = gammaln(n) - gammaln(k + 1) - gammaln(n - k)
-    return (math.log(2) + logsumexp(logc) - n * math.log(2)) / math.log(10)
+    logc = special.gammaln(n) - special.gammaln(k + 1) - special.gammaln(n - k)
+    return (math.log(2) + special.logsumexp(logc) - n * math.log(2)) / math.log(10)
 
 
 def _cls_inputs(W_Q, W_K, W_V, W_O, c, lam):
+    """attention_ex2's inputs, checked, and fixed Gaussian test sequences X of shape (64, 10, d)."""
     d, p = _answer_array(W_Q, (None, None), "W_Q").shape
     mats = [_answer_array(W, (d, p), name) for W, name in ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V"))]
     mats += [_answer_array(W_O, (p, 1), "W_O"), _answer_array(c, (d,), "c")]
     if not _answer_array(lam, (), "lam") > 0:
         raise ValueError(f"lam must be > 0, got {lam!r}")
-    import jax
-    X = jax.random.normal(jax.random.key(0), (64, 10, d))    # fixed test sequences
-    return X, mats, float(lam)
-
-
-def _cls_row(**given):
-    """attention_ex2: the [CLS] row of attention_layer (Eq. 5) on fixed Gaussian sequences."""
-    from slr import predictors
-    X, (W_Q, W_K, W_V, W_O, c), lam = _cls_inputs(**given)
-    H = np.broadcast_to(c, (X.shape[0], 1, c.size))
-    return np.asarray(predictors.attention_layer(H, X, W_Q, W_K, W_V, W_O, lam)[:, 0, 0])
+    return np.random.default_rng(0).standard_normal((64, 10, d)), mats, float(lam)
 
 
 def _cls_softmax(answer, **given):
-    """attention_ex2: the softmax predictor with the answer's (k, lam', v) on the same sequences;
-    NaN (wrong) when k is not a unit vector."""
-    from slr import predictors
+    """The softmax predictor with the answer's (k, lam', v) on the test sequences (NaN, i.e. wrong,
+    when k is not a unit vector)."""
     X, (W_Q, *_), _ = _cls_inputs(**given)
     if not isinstance(answer, (tuple, list)) or len(answer) != 3:
         raise ValueError(f"answer must be a tuple (k, lam, v), got {type(answer).__name__}")
-    d = W_Q.shape[0]
-    k, lam, v = (_answer_array(x, s, f"answer[{i}]") for i, (x, s) in enumerate(zip(answer, ((d,), (), (d,)))))
+    shapes = ((W_Q.shape[0],), (), (W_Q.shape[0],))
+    k, lam, v = (_answer_array(x, s, f"answer[{i}]") for i, (x, s) in enumerate(zip(answer, shapes)))
     if abs(np.linalg.norm(k) - 1) > 1e-8:
         return np.full(X.shape[0], np.nan)
     return np.asarray(predictors.attention_softmax(X, k, v, float(lam)))
 
 
-@functools.cache
-def _chi_ratio_median():
-    """beyond_open_ex1: the median of sqrt(chi2_3 / chi2_2) = sqrt(3/2 F_{3,2})."""
-    from scipy.special import fdtri
-    return math.sqrt(1.5 * fdtri(3, 2, 0.5))
+@_checker("attention_ex2", "the effective (k, lam, v) of the [CLS] row, k a unit vector", (64,),
+          rtol=1e-7, atol=1e-9, given=("W_Q", "W_K", "W_V", "W_O", "c", "lam"), evaluate=_cls_softmax)
+def _cls_row(**given):
+    """The [CLS] row of attention_layer (Eq. 5) on the test sequences."""
+    X, (W_Q, W_K, W_V, W_O, c), lam = _cls_inputs(**given)
+    H = np.broadcast_to(c, (X.shape[0], 1, c.size))
+    return np.asarray(predictors.attention_layer(H, X, W_Q, W_K, W_V, W_O, lam)[:, 0, 0])
 
 
-@functools.cache
+@_checker("beyond_icl_ex3", "the ratio L/d (a float)", rtol=0.02)
 def _half_null_ratio(d=1_000_000):
-    """beyond_icl_ex3: L/d at which linear attention's best excess risk is gamma^2 / 2, at large d
-    (bisection on the integer L; the excess grows with L)."""
-    from slr import risk
+    """L/d at which linear attention's best excess risk reaches gamma^2 / 2, at a large d."""
     excess = lambda L: risk.linear_attention_best(gamma=_GAMMA, d=d, L=L)[1]
-    lo, hi = 1, 100 * d
-    while hi - lo > 1:
-        lo, hi = ((lo + hi) // 2, hi) if excess((lo + hi) // 2) < _GAMMA ** 2 / 2 else (lo, (lo + hi) // 2)
-    return lo / d
+    return _bisect(lambda L: excess(L) < _GAMMA ** 2 / 2, 1, 100 * d) / d
 
 
 _ERF_POINTS = ((0.0, 0.5), (0.7, 0.3), (-1.2, 1.0), (2.0, 0.1), (0.3, 2.0))
+_HESS_POINTS = ((0.1, _GAMMA, 400.0), (0.5, 1.0, 50.0), (0.05, 2.0, 1000.0))
 
 
-@functools.cache
+@_checker("proofs_ex1", "a function f(a, b) = E[erf'(a + b Z)^2]", (5,), rtol=1e-8,
+          evaluate=lambda f: _formula_values(f, _ERF_POINTS))
 def _erf_prime_sq():
-    """proofs_ex1: E[erf'(a + b Z)^2] by adaptive quadrature at the test points."""
-    from slr import gaussian
+    """E[erf'(a + b Z)^2] by adaptive quadrature at the test points."""
     sq = lambda x: (2 / math.sqrt(math.pi) * math.exp(-x * x)) ** 2
     return np.array([gaussian.expect_normal(lambda z: sq(a + b * z)) for a, b in _ERF_POINTS])
 
 
-_HESS_POINTS = ((0.1, _GAMMA, 400.0), (0.5, 1.0, 50.0), (0.05, 2.0, 1000.0))
+def _h_kk(lam, g, d):
+    """d^2 R / d kappa^2 at (0, 0) on M: by Lemma 6, R depends on kappa through
+    g^2 zeta(lam sqrt(d/2) kappa; lam g), so it is g^2 lam^2 (d/2) zeta_aa(0; lam g) (G7)."""
+    return g ** 2 * lam ** 2 * d / 2 * float(gaussian.zeta2(0.0, lam * g))
 
 
-@functools.cache
-def _kappa_curvature():
-    """proofs_ex2: d^2 R / d kappa^2 at the saddle. On M (Lemma 6) the risk depends on kappa only
-    through gamma^2 zeta(lam sqrt(d/2) kappa; lam gamma), so it is gamma^2 lam^2 (d/2) times
-    (G7) d^2 zeta / da^2 at a = 0 (slr.gaussian.zeta2)."""
-    from slr import gaussian
-    return np.array([g ** 2 * lam ** 2 * d / 2 * float(gaussian.zeta2(0.0, lam * g)) for lam, g, d in _HESS_POINTS])
+_checker("proofs_ex2", "a function f(lam, gamma, d) = d^2 R / d kappa^2 at the saddle", (3,), rtol=1e-8,
+         evaluate=lambda f: _formula_values(f, _HESS_POINTS))(
+    lambda: np.array([_h_kk(*pt) for pt in _HESS_POINTS]))
 
 
-for _chk in (
-    Checker("landscape_ex1", "lambda_c at d = 400 (a float)", (), _lambda_c, rtol=0.02),
-    Checker("linear_ex3", "the exact risk of the fitted affine predictor (a float)", (), _linear_ex3,
-            rtol=0.02, atol=1e-9, upper_only=True),
-    Checker("linear_ex4", "the largest L (an integer)", (), _largest_L, rtol=0.02),
-    Checker("oracle_ex2", "[lambda* at d = 400, 1e4, 1e6] (3 floats)", (3,), _lam_star, rtol=0.01),
-    Checker("pgd_ex2", "the number of steps (an integer)", (), _pgd_steps, rtol=0.06),
-    Checker("task_ex2", "the 5 recovery rates for d = 2, 4, 8, 16, 32", (5,), _recovery, atol=0.015),
-    Checker("task_ex4", "the rate at which the longest token is J0 (a float)", (), _longest, atol=0.005),
-    Checker("probe_ex4", "log10 of the probability of separability at the probe's n and p", (),
-            _cover_log10, atol=0.05, given=("n", "p")),
-    Checker("attention_ex2", "the effective (k, lam, v) of the [CLS] row, k a unit vector", (64,),
-            _cls_row, rtol=1e-7, atol=1e-9, given=("W_Q", "W_K", "W_V", "W_O", "c", "lam"),
-            evaluate=_cls_softmax),
-    Checker("beyond_open_ex1", "the limiting median ratio (a float)", (), _chi_ratio_median, rtol=0.005),
-    Checker("beyond_icl_ex3", "the ratio L/d (a float)", (), _half_null_ratio, rtol=0.02),
-    Checker("proofs_ex1", "a function f(a, b) = E[erf'(a + b Z)^2]", (len(_ERF_POINTS),), _erf_prime_sq,
-            rtol=1e-8, evaluate=lambda f: _formula_values(f, _ERF_POINTS)),
-    Checker("proofs_ex2", "a function f(lam, gamma, d) = d^2 R / d kappa^2 at the saddle",
-            (len(_HESS_POINTS),), _kappa_curvature, rtol=1e-8,
-            evaluate=lambda f: _formula_values(f, _HESS_POINTS)),
-):
-    CHECKERS[_chk.label] = _chk
+@_checker("pgd_ex3", "[1 - alpha h_+, 1 - alpha h_-] at lam = 0.1, alpha = 4e-3 (ascending)", (2,),
+          atol=1e-6)
+def _saddle_first_order(lam=0.1, alpha=4e-3, d=400):
+    """1 - alpha h for the eigenvalues h of the Hessian of R on M at (0, 0), with
+    h_kn = -2 gamma^2 lam sqrt(d/2) phi_a(0; lam gamma) (Lemma 6's -2 nu gamma^2 phi; G2). The exact
+    Jacobian of the map (manifold.map_jacobian) agrees to about 1e-8."""
+    h_kn = -2 * _GAMMA ** 2 * lam * math.sqrt(d / 2) * float(gaussian.phi1(0.0, lam * _GAMMA))
+    H = np.array([[_h_kk(lam, _GAMMA, d), h_kn], [h_kn, 0.0]])
+    return np.sort(1 - alpha * np.linalg.eigvalsh(H))
+
+
+@_checker("related_ex3", "the number of parameters of the tied MLP (an integer)", atol=0.5,
+          given=("d", "width"))
+def _tied_mlp_size(d, width):
+    """The parameters of one block of slr.baselines' diagonal MLP, shared by all tokens."""
+    d, width = check_int("d", d), check_int("width", width)
+    return baselines.n_params(baselines.diag_mlp_init(jax.random.key(0), L=1, d=d, width=width))
