@@ -59,10 +59,11 @@ class Checker:
 
     @property
     def tolerance(self) -> str:
+        """The tolerance in words (printed by :func:`check`, without the expected value)."""
+        if self.upper_only:
+            return f"from {self.atol:g} below the reference to {self.rtol:g} (relative) above it"
         parts = [f"relative {self.rtol:g}"] if self.rtol else []
-        parts += [f"absolute {self.atol:g}"] if self.atol else []
-        tol = " + ".join(parts)
-        return f"{tol}, above the reference only" if self.upper_only else tol
+        return " + ".join(parts + ([f"absolute {self.atol:g}"] if self.atol else []))
 
 
 def _answer_array(answer, shape, name="answer"):
