@@ -18,7 +18,12 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.multihead`   Figure 9's configuration (Eq. 31 trained by :mod:`slr.sgd`)
 - :mod:`slr.baselines`   the diagonal MLP of the related-models appendix, trained on the attention trainer's batches
 - :mod:`slr.icl`         in-context linear regression and one-layer linear self-attention
+- :mod:`slr.landscape`   the risk off the manifold: the role-swapped stationary point, lambda_c(d)
+- :mod:`slr.montecarlo`  the one Monte Carlo risk estimator (batched over points and lambda)
+- :mod:`slr.claims`      checked claims with negative controls (the book's claims ledger)
+- :mod:`slr.exercises`   self-checking exercises: check(label, answer) says right or wrong
 - :mod:`slr.cache`       on-disk memoisation of expensive results, keyed by configuration and code
+- :mod:`slr.book`        notebook helpers: glue many values at once, tables, timing
 - :mod:`slr.plotting`    the book's house style
 
 JAX runs in float64: the closed forms and the invariant-manifold distance need it (Lemma 4 is
