@@ -6,7 +6,9 @@ cell, the ipywidgets state of the kernel, the execution time) into the jupyter-c
 reads (`execute.cache` of `_config.yml`). myst-nb matches a notebook to the cache by the hash of its code
 cells' sources and kernelspec, so the build that follows (`execute_notebooks: cache`) renders those outputs
 instead of executing the chapter a second time; a chapter edited after the nbval run no longer matches and
-is executed by the build as usual. A notebook with a failed or skipped cell is never cached.
+is executed by the build as usual. A notebook with a failed or skipped cell is never cached. nbval
+executes cells without storing the history, so a trailing `;` would not hide a cell's result: the plugin
+runs cells with the history stored, as Jupyter and the build do.
 """
 from __future__ import annotations
 
@@ -118,5 +120,14 @@ class _Recorder:
                 check_validity=False, overwrite=True)
 
 
+def _execute_as_jupyter(self, cell_input, allow_stdin=None):
+    """nbval's kernel call, with the history stored as Jupyter (and the book build's nbclient) do: a cell
+    ending in `;` shows no result, and execution counts advance."""
+    return self.kc.execute(cell_input, store_history=True, allow_stdin=allow_stdin, stop_on_error=False)
+
+
 def pytest_configure(config):
+    from nbval.kernel import RunningKernel
+
+    RunningKernel.execute_cell_input = _execute_as_jupyter
     config.pluginmanager.register(_Recorder(config), "nbval-cache-recorder")

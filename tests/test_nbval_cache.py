@@ -32,7 +32,7 @@ def _nbval(project, name):
 def test_passing_chapter_is_cached_failing_one_is_not(tmp_path):
     (tmp_path / "_config.yml").write_text("execute:\n  execute_notebooks: cache\n  cache: _build/jc  # here\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    good = _notebook(tmp_path / "good.ipynb", "x = 6 * 7\nprint(x)", "x + 1")
+    good = _notebook(tmp_path / "good.ipynb", "x = 6 * 7\nprint(x)", "x + 1", "x + 2;  # hidden")
     bad = _notebook(tmp_path / "bad.ipynb", "print('before')", "raise ValueError('boom')")
     run = _nbval(tmp_path, ".")
     assert run.returncode == 1, run.stdout + run.stderr  # bad.ipynb fails, good.ipynb passes
@@ -41,11 +41,12 @@ def test_passing_chapter_is_cached_failing_one_is_not(tmp_path):
     assert record.data["execution_seconds"] > 0
     _, merged = cache.merge_match_into_notebook(nbformat.read(tmp_path / "good.ipynb", 4))
     code = [c for c in merged.cells if c.cell_type == "code"]
-    assert [c.execution_count for c in code] == [1, 2]
+    assert [c.execution_count for c in code] == [1, 2, 3]
     assert code[0].outputs[0].text == "42\n"
-    assert code[1].outputs[0].data["text/plain"] == "43"
+    assert code[1].outputs[0].data["text/plain"] == "43"   # control for the next: a result is shown
+    assert code[2].outputs == []                             # a trailing `;` hides it, as in Jupyter
     with pytest.raises(KeyError):  # control: the failing chapter is never cached
         cache.match_cache_notebook(bad)
-    edited = _notebook(tmp_path / "good.ipynb", "x = 6 * 7\nprint(x)", "x + 2")
+    edited = _notebook(tmp_path / "good.ipynb", "x = 6 * 7\nprint(x)", "x + 1", "x + 3;")
     with pytest.raises(KeyError):  # control: an edited chapter no longer matches its old execution
         cache.match_cache_notebook(edited)
