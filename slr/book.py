@@ -30,11 +30,11 @@ def plain(value: Any) -> Any:
     return value
 
 
-def glue(values: Mapping[str, Any] | None = None, /, *, prefix: str = "", **named: Any) -> dict[str, Any]:
+def glue(values: Mapping[str, Any] | None = None, /, *, prefix: str = "", **named: Any) -> None:
     """Glue every value of ``values`` and of the keywords, hidden, under ``prefix + name``.
 
     ``book.glue(n_rec=int(k), risk=r)`` or ``book.glue({"a": 1.0}, prefix="fig4a_")``. Each value goes
-    through :func:`plain` first. Returns the glued ``{name: value}``.
+    through :func:`plain` first. Returns None, so that a cell ending with a glue shows nothing.
     """
     from myst_nb import glue as myst_glue
 
@@ -47,7 +47,6 @@ def glue(values: Mapping[str, Any] | None = None, /, *, prefix: str = "", **name
             raise ValueError(f"glue names must be letters, digits and _, got {prefix + str(name)!r}")
         out[prefix + name] = plain(value)
         myst_glue(prefix + name, out[prefix + name], display=False)
-    return out
 
 
 def _cell(value: Any, fmt: str) -> str:
