@@ -174,7 +174,6 @@ def section5_figure(traj, title):
     band(ax[1], t, np.abs(kappa), color=COLORS["kappa"], label=r"$|\kappa_t|$")
     band(ax[1], t, np.abs(nu), color=COLORS["nu"], label=r"$|\nu_t|$")
     ax[1].set(ylim=(-0.03, 1.03), xlabel="step $t$", title="alignment with $k^\\star$, $v^\\star$")
-    ax[1].legend(loc="center right")
     final = np.abs(kappa[:, -1]) + np.abs(nu[:, -1])
     for r, color in ((int(np.argmin(final)), COLORS["linear"]), (int(np.argmax(final)), COLORS["oracle"])):
         ax[2].plot(kappa[r], nu[r], color=color, lw=1.2, label=f"run {r}")
@@ -182,12 +181,13 @@ def section5_figure(traj, title):
         ax[2].plot(kappa[r, -1], nu[r, -1], "*", color=color, ms=10)
     ax[2].set(xlim=(-1.05, 1.05), ylim=(-1.05, 1.05), aspect="equal", xlabel=r"$\kappa$", ylabel=r"$\nu$",
               title=r"$(\kappa_t, \nu_t)$: o start, * end")
-    ax[2].legend(loc="lower right")
     band(ax[3], t, np.maximum(np.asarray(traj.dist_manifold), 1e-19), color=COLORS["signal"])
     ax[3].set(yscale="log", xlabel="step $t$", title=r"distance to $\mathcal{M}$")
     for a in (ax[0], ax[1], ax[3]):
         a.xaxis.set_major_locator(plt.MaxNLocator(4))
         a.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
     label_panels(ax)
+    handles = [h for a in ax[1:3] for h in a.get_legend_handles_labels()[0]]
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))  # below the data
     fig.suptitle(title)
     return fig, ax

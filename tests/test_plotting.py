@@ -54,6 +54,8 @@ def test_section5_figure_has_four_labelled_panels():
     assert len(ax) == 4 and fig._suptitle.get_text() == "test"
     assert ax[0].get_yscale() == "log" and ax[3].get_yscale() == "log"
     assert np.allclose(ax[3].lines[0].get_ydata(), 0.1)                # distance to M = |eta|
+    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == 4   # one legend, off the data
+    assert all(a.get_legend() is None for a in ax)
     plt.close(fig)
 
 
