@@ -115,6 +115,8 @@ async () => {
       continue;
     }
     let fits = r.right <= col.right + 1 && r.left >= col.left - 1;
+    const own = getComputedStyle(el).overflowX;
+    if (fits && (own === 'auto' || own === 'scroll')) { continue; }   // its own scroll container
     for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
       const o = getComputedStyle(p).overflowX, pr = p.getBoundingClientRect();
       if ((o === 'hidden' || o === 'clip') && (r.right > pr.right + 1 || r.left < pr.left - 1)) {
