@@ -36,6 +36,19 @@ def test_the_map_is_consistent():
         assert doc in toc_files(), f"{rid} points to {doc}, which is not in the book"
 
 
+def test_every_label_of_the_map_is_stated_in_its_chapter():
+    """A result's label must be a `:label:` (or `(label)=` target) of the chapter the map names, or the
+    ledger's link to the statement lands nowhere; the control: a label of another chapter is refused."""
+    def labels(doc):
+        path = ROOT / (doc + ".ipynb")
+        text = path.read_text() if path.exists() else (ROOT / (doc + ".md")).read_text()
+        return set(re.findall(r":label: ([\w.-]+)", text)) | set(re.findall(r"\(([\w.-]+)\)=", text))
+    wrong = [(rid, doc, lab) for rid, (_, _, doc, lab) in paper_map.RESULTS.items()
+             if lab is not None and lab not in labels(doc)]
+    assert not wrong, f"labels not stated in their chapter: {wrong}"
+    assert "thm-1" not in labels("book/pgd") and "thm-1" in labels("book/oracle")
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_every_chapter_records_claims(recorded, chapter):
     if chapter in CLAIMS_PENDING:
