@@ -9,7 +9,8 @@
 - :func:`hessian_top_eigenvalue_overlaps`, :func:`hessian_top_eigenvalue`: the largest eigenvalue
   h_max of the Riemannian Hessian of R_lam on S^{d-1} x S^{d-1}; :func:`stable_step_size` = 2 / h_max,
   the step-size bound: PGD is locally stable only while alpha h_max < 2 (gradient descent on a
-  quadratic with curvature h multiplies the error by 1 - alpha h per step).
+  quadratic with curvature h multiplies the error by 1 - alpha h per step); :func:`curvature_on_m`:
+  the largest curvature of the risk on M over the square (the small-step hypothesis of Theorem 5).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from slr.gaussian import derf
 from slr.risk import closed_form
 
 __all__ = ["manifold_map", "manifold_pgd", "map_jacobian", "map_jacobians", "gradients", "fixed_points", "FixedPoint",
-           "hessian_top_eigenvalue_overlaps", "hessian_top_eigenvalue", "stable_step_size"]
+           "hessian_top_eigenvalue_overlaps", "hessian_top_eigenvalue", "stable_step_size", "curvature_on_m"]
 
 
 def _on_m_grads(kappa, nu, lam, gamma, d, L, eps):
@@ -243,3 +244,20 @@ def stable_step_size(kappa, nu, theta, eta, rho, *, lam, gamma, d, L, eps=0.0):
     :func:`hessian_top_eigenvalue_overlaps`): PGD is locally stable there only for alpha below it."""
     return 2.0 / hessian_top_eigenvalue_overlaps(kappa, nu, theta, eta, rho, lam=lam, gamma=gamma, d=d, L=L,
                                                  eps=eps)
+
+
+_hess_on_m = jax.jit(jax.vmap(jax.hessian(lambda z, lam, gamma, d, L: closed_form(
+    z[0], z[1], 0.0, 0.0, 0.0, lam, gamma, d, L, 0.0)), in_axes=(0, None, None, None, None)))
+
+
+def curvature_on_m(*, lam, gamma, d, L, grid: int = 41):
+    """The largest spectral norm of the Hessian of the risk on M in (kappa, nu) over a grid x grid
+    grid of the square [-1, 1]^2: an estimate (not a certified bound) of the Lipschitz constant of
+    the gradient of Lemma 6's risk, for the small-step hypothesis alpha h < 1 of Theorem 5."""
+    check_positive("lam", lam)
+    check_run(gamma=gamma, L=L, d=d)
+    grid = check_int("grid", grid, lo=2)
+    x = np.linspace(-1.0, 1.0, grid)
+    z = jnp.asarray(np.stack(np.meshgrid(x, x), axis=-1).reshape(-1, 2))
+    H = np.asarray(_hess_on_m(z, float(lam), float(gamma), float(d), float(L)))
+    return float(np.max(np.abs(np.linalg.eigvalsh(H))))

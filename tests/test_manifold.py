@@ -173,3 +173,26 @@ def test_map_jacobians_batched_equal_map_jacobian():
     assert J.shape == (3, 2, 2)
     for p, j in zip(pts, J):
         assert np.allclose(j, M.map_jacobian(p[0], p[1], **kw), atol=1e-14)
+
+
+def test_curvature_on_m_is_the_largest_hessian_norm_on_the_square():
+    """curvature_on_m = max |eigenvalue| of the Hessian of R on M over the grid (here checked against
+    finite differences of manifold.gradients at the grid's corner region and by monotonicity in lam:
+    the kappa-curvature scales like lam^2 d / 2 for small lam)."""
+    kw = dict(gamma=math.sqrt(0.5), d=400, L=10)
+    h = M.curvature_on_m(lam=0.1, grid=21, **kw)
+    x = np.linspace(-1, 1, 21)
+    K, N = np.meshgrid(x, x)
+    e = 1e-6
+    fd = []
+    for dk, dn in ((e, 0.0), (0.0, e)):
+        gp = np.stack(M.gradients(np.clip(K + dk, -1, 1), np.clip(N + dn, -1, 1), lam=0.1, **kw))
+        gm = np.stack(M.gradients(np.clip(K - dk, -1, 1), np.clip(N - dn, -1, 1), lam=0.1, **kw))
+        fd.append((gp - gm) / (2 * e))
+    Hfd = np.stack(fd, axis=1)  # (2 grads, 2 directions, grid, grid)
+    inner = (np.abs(K) < 1) & (np.abs(N) < 1)
+    norms = [np.max(np.abs(np.linalg.eigvals(Hfd[:, :, i, j]))) for i, j in zip(*np.nonzero(inner))]
+    assert max(norms) <= h * (1 + 1e-5) and max(norms) > 0.5 * h
+    assert M.curvature_on_m(lam=2.0, grid=21, **kw) > 10 * h
+    with pytest.raises(ValueError, match="grid"):
+        M.curvature_on_m(lam=0.1, grid=1, **kw)
