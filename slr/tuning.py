@@ -1,0 +1,86 @@
+"""The best inverse temperature of an attention predictor at the oracle (k, v) = (k*, v*): a 1-D
+minimisation in log lam (the chapter ``book/beyond_activations.ipynb``).
+
+- :func:`erf_best`: Theorem 1's closed form (:func:`slr.risk.closed_form`), minimised by bounded Brent
+  search after a scan; :func:`slr.risk.linear_attention_best` is the closed form for linear attention.
+- :func:`mc_best`: any predictor of :data:`slr.predictors.PREDICTORS`, by Monte Carlo with common random
+  numbers: the same samples for every lam (:func:`slr.montecarlo.risk` with one key), so the estimated
+  risk is a smooth function of lam that Brent's method minimises. The label noise is left out
+  (eps = 0): E[(Y - T)^2] - eps^2 = E[(X_{J0}^T v* - T)^2] for a predictor that does not read the
+  noise, so the estimate is the excess risk itself, without the variance of the noise.
+- :func:`grid_best`: the smallest value on a grid, the estimate that the minimisation replaces.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+from slr import cache, montecarlo, risk
+from slr._validate import check_int, check_key, check_positive
+
+__all__ = ["erf_best", "mc_best", "grid_best", "oracle_best"]
+
+_erf_excess = jax.jit(lambda lam, gamma, d, L: risk.closed_form(1.0, 1.0, 0.0, 0.0, 0.0, lam, gamma, d, L, 0.0))
+
+
+def _brent(f, lo, hi, scan):
+    """Minimise f(t) over t in [lo, hi]: a scan of ``scan`` points, then bounded Brent around the best."""
+    ts = np.linspace(lo, hi, scan)
+    vals = np.asarray(f(ts))
+    i = int(np.argmin(vals))
+    a, b = ts[max(i - 1, 0)], ts[min(i + 1, scan - 1)]
+    res = minimize_scalar(lambda t: float(np.asarray(f(np.array([t])))[0]), bounds=(a, b), method="bounded",
+                          options={"xatol": 1e-5})
+    return (res.x, float(res.fun)) if res.fun <= vals[i] else (ts[i], float(vals[i]))
+
+
+def erf_best(*, gamma, d, L, lo: float = 1e-4, hi: float = 1e2):
+    """(lam, excess): the inverse temperature in [lo, hi] minimising the erf oracle excess risk of
+    Theorem 1, and that excess risk R - eps^2 (which does not depend on eps)."""
+    check_positive("gamma", gamma)
+    check_positive("d", d)
+    L = check_int("L", L)
+    f = lambda t: _erf_excess(np.exp(t), float(gamma), float(d), float(L))
+    t, val = _brent(f, math.log(lo), math.log(hi), 141)
+    return math.exp(t), val
+
+
+def mc_best(key, predictor, *, gamma, d, L, n: int, lo: float = 1e-3, hi: float = 1e2, scan: int = 25):
+    """(lam, excess, stderr): the lam in [lo, hi] minimising the Monte Carlo excess risk of ``predictor``
+    at the oracle (n sequences, the same for every lam), the minimum and its standard error."""
+    check_key("key", key)
+    e1, e2 = np.eye(2)   # (k*, v*) in the frame of R^2: all that the predictor reads at the oracle
+
+    def f(ts):
+        return montecarlo.risk(key, e1, e2, e1, e2, lam=np.exp(ts), d=d, gamma=gamma, L=L, eps=0.0, n=n,
+                               predictor=predictor)[0]
+
+    t, val = _brent(lambda ts: np.atleast_1d(f(ts)), math.log(lo), math.log(hi), scan)
+    _, se = montecarlo.risk(key, e1, e2, e1, e2, lam=math.exp(t), d=d, gamma=gamma, L=L, eps=0.0, n=n,
+                            predictor=predictor)
+    return math.exp(t), val, float(se)
+
+
+def grid_best(values, lams):
+    """(lam, value) at the smallest of ``values`` on the grid ``lams``."""
+    i = int(np.argmin(values))
+    return float(np.asarray(lams)[i]), float(np.asarray(values)[i])
+
+
+@cache.memoized
+def oracle_best(names, *, gamma, d, L, n: int, grid, seed: int = 0) -> dict:
+    """For each predictor name: the minimised Monte Carlo excess risk at the oracle (``<name>_lam``,
+    ``<name>_excess``, ``<name>_se``: :func:`mc_best` with ``jax.random.key(seed + i)``) and the
+    Monte Carlo curve on ``grid`` from the same samples (``<name>_curve``); ``grid`` is kept as ``lam``."""
+    out = {"lam": np.asarray(grid, dtype=float)}
+    e1, e2 = np.eye(2)
+    for i, name in enumerate(names):
+        key = jax.random.key(seed + i)
+        out[f"{name}_lam"], out[f"{name}_excess"], out[f"{name}_se"] = mc_best(key, name, gamma=gamma, d=d, L=L,
+                                                                                n=n)
+        out[f"{name}_curve"] = montecarlo.risk(key, e1, e2, e1, e2, lam=out["lam"], d=d, gamma=gamma, L=L,
+                                               eps=0.0, n=n, predictor=name)[0]
+    return out
