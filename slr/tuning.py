@@ -9,6 +9,8 @@ minimisation in log lam (the chapter ``book/beyond_activations.ipynb``).
   (eps = 0): E[(Y - T)^2] - eps^2 = E[(X_{J0}^T v* - T)^2] for a predictor that does not read the
   noise, so the estimate is the excess risk itself, without the variance of the noise.
 - :func:`grid_best`: the smallest value on a grid, the estimate that the minimisation replaces.
+- :func:`train_predictors`: stochastic PGD (:func:`slr.sgd.train`) of several predictors from the same
+  starts, each at its own temperature, memoised: the recovery of (k*, v*) over time.
 """
 from __future__ import annotations
 
@@ -18,10 +20,10 @@ import jax
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from slr import cache, montecarlo, risk
+from slr import cache, montecarlo, pgd, risk, sgd, task
 from slr._validate import check_int, check_key, check_positive
 
-__all__ = ["erf_best", "mc_best", "grid_best", "oracle_best"]
+__all__ = ["erf_best", "mc_best", "grid_best", "oracle_best", "train_predictors"]
 
 _erf_excess = jax.jit(lambda lam, gamma, d, L: risk.closed_form(1.0, 1.0, 0.0, 0.0, 0.0, lam, gamma, d, L, 0.0))
 
@@ -74,13 +76,33 @@ def grid_best(values, lams):
 def oracle_best(names, *, gamma, d, L, n: int, grid, seed: int = 0) -> dict:
     """For each predictor name: the minimised Monte Carlo excess risk at the oracle (``<name>_lam``,
     ``<name>_excess``, ``<name>_se``: :func:`mc_best` with ``jax.random.key(seed + i)``) and the
-    Monte Carlo curve on ``grid`` from the same samples (``<name>_curve``); ``grid`` is kept as ``lam``."""
+    Monte Carlo curve on ``grid`` from the same samples (``<name>_curve``, ``<name>_curve_se``); ``grid`` is
+    kept as ``lam``."""
     out = {"lam": np.asarray(grid, dtype=float)}
     e1, e2 = np.eye(2)
     for i, name in enumerate(names):
         key = jax.random.key(seed + i)
         out[f"{name}_lam"], out[f"{name}_excess"], out[f"{name}_se"] = mc_best(key, name, gamma=gamma, d=d, L=L,
                                                                                 n=n)
-        out[f"{name}_curve"] = montecarlo.risk(key, e1, e2, e1, e2, lam=out["lam"], d=d, gamma=gamma, L=L,
-                                               eps=0.0, n=n, predictor=name)[0]
+        out[f"{name}_curve"], out[f"{name}_curve_se"] = montecarlo.risk(
+            key, e1, e2, e1, e2, lam=out["lam"], d=d, gamma=gamma, L=L, eps=0.0, n=n, predictor=name)
+    return out
+
+
+@cache.memoized
+def train_predictors(names, lams, *, d: int, L: int, gamma: float, eps: float, alpha: float, steps: int,
+                     batch: int, repeats: int, log_every: int, seed: int = 0) -> dict:
+    """:func:`slr.sgd.train` for each predictor ``names[i]`` at the constant temperature ``lams[i]``, from
+    the same ``repeats`` uniform starts (:func:`slr.pgd.init_sphere`) and the same training keys, on the
+    oracle ``task.sample_oracle(key(seed), d)``. Returns ``step`` (T,) and per name ``<name>_kappa``,
+    ``<name>_nu`` (repeats, T) the overlaps <k, k*>, <v, v*> and ``<name>_excess`` (repeats, T) the
+    test-batch excess risk."""
+    k_star, v_star = task.sample_oracle(jax.random.key(seed), d)
+    k0, v0 = pgd.init_sphere(jax.random.key(seed + 1), d, repeats, H=1)
+    out = {}
+    for name, lam in zip(names, lams):
+        run = sgd.train(jax.random.key(seed + 2), k0, v0, k_star[None], v_star[None], lam=float(lam), alpha=alpha,
+                        steps=steps, batch=batch, gamma=gamma, L=L, eps=eps, log_every=log_every, predictor=name)
+        out[f"{name}_kappa"], out[f"{name}_nu"] = run.kappa[..., 0, 0], run.nu[..., 0, 0]
+        out[f"{name}_excess"], out["step"] = run.excess_risk, run.step
     return out
