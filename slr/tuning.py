@@ -28,12 +28,12 @@ __all__ = ["erf_best", "mc_best", "grid_best", "oracle_best", "train_predictors"
 _erf_excess = jax.jit(lambda lam, gamma, d, L: risk.closed_form(1.0, 1.0, 0.0, 0.0, 0.0, lam, gamma, d, L, 0.0))
 
 
-def _brent(f, lo, hi, scan):
-    """Minimise f(t) over t in [lo, hi]: a scan of ``scan`` points, then bounded Brent around the best."""
-    ts = np.linspace(lo, hi, scan)
-    vals = np.asarray(f(ts))
+def _brent(f, ts, vals=None):
+    """Minimise f(t) near the best of the scan points ``ts`` (values ``vals``, computed if None) by
+    bounded Brent search between the scan points around it. Returns (t, f(t))."""
+    vals = np.asarray(f(ts)) if vals is None else np.asarray(vals)
     i = int(np.argmin(vals))
-    a, b = ts[max(i - 1, 0)], ts[min(i + 1, scan - 1)]
+    a, b = ts[max(i - 1, 0)], ts[min(i + 1, len(ts) - 1)]
     res = minimize_scalar(lambda t: float(np.asarray(f(np.array([t])))[0]), bounds=(a, b), method="bounded",
                           options={"xatol": 1e-5})
     return (res.x, float(res.fun)) if res.fun <= vals[i] else (ts[i], float(vals[i]))
@@ -46,24 +46,28 @@ def erf_best(*, gamma, d, L, lo: float = 1e-4, hi: float = 1e2):
     check_positive("d", d)
     L = check_int("L", L)
     f = lambda t: _erf_excess(np.exp(t), float(gamma), float(d), float(L))
-    t, val = _brent(f, math.log(lo), math.log(hi), 141)
+    t, val = _brent(f, np.linspace(math.log(lo), math.log(hi), 141))
     return math.exp(t), val
 
 
-def mc_best(key, predictor, *, gamma, d, L, n: int, lo: float = 1e-3, hi: float = 1e2, scan: int = 25):
-    """(lam, excess, stderr): the lam in [lo, hi] minimising the Monte Carlo excess risk of ``predictor``
-    at the oracle (n sequences, the same for every lam), the minimum and its standard error."""
+def mc_best(key, predictor, *, gamma, d, L, n: int, lo: float = 1e-3, hi: float = 1e2, scan: int = 13,
+            grid=None):
+    """(lam, excess, stderr): the lam minimising the Monte Carlo excess risk of ``predictor`` at the
+    oracle (n sequences, the same for every lam), the minimum and its standard error. The search
+    scans ``grid`` (default: ``scan`` values log-spaced in [lo, hi]), then refines by Brent's method
+    between the scan values around the best; :func:`oracle_best` returns the scan too."""
+    return _mc_search(key, predictor, gamma=gamma, d=d, L=L, n=n, lo=lo, hi=hi, scan=scan, grid=grid)[:3]
+
+
+def _mc_search(key, predictor, *, gamma, d, L, n, lo, hi, scan, grid):
     check_key("key", key)
     e1, e2 = np.eye(2)   # (k*, v*) in the frame of R^2: all that the predictor reads at the oracle
-
-    def f(ts):
-        return montecarlo.risk(key, e1, e2, e1, e2, lam=np.exp(ts), d=d, gamma=gamma, L=L, eps=0.0, n=n,
-                               predictor=predictor)[0]
-
-    t, val = _brent(lambda ts: np.atleast_1d(f(ts)), math.log(lo), math.log(hi), scan)
-    _, se = montecarlo.risk(key, e1, e2, e1, e2, lam=math.exp(t), d=d, gamma=gamma, L=L, eps=0.0, n=n,
-                            predictor=predictor)
-    return math.exp(t), val, float(se)
+    mc = lambda lam: montecarlo.risk(key, e1, e2, e1, e2, lam=lam, d=d, gamma=gamma, L=L, eps=0.0, n=n,
+                                     predictor=predictor)
+    lams = np.geomspace(lo, hi, check_int("scan", scan, lo=3)) if grid is None else np.asarray(grid, float)
+    curve, curve_se = mc(lams)
+    t, val = _brent(lambda ts: np.atleast_1d(mc(np.exp(ts))[0]), np.log(lams), curve)
+    return math.exp(t), val, float(mc(math.exp(t))[1]), curve, curve_se
 
 
 def grid_best(values, lams):
@@ -75,17 +79,15 @@ def grid_best(values, lams):
 @cache.memoized
 def oracle_best(names, *, gamma, d, L, n: int, grid, seed: int = 0) -> dict:
     """For each predictor name: the minimised Monte Carlo excess risk at the oracle (``<name>_lam``,
-    ``<name>_excess``, ``<name>_se``: :func:`mc_best` with ``jax.random.key(seed + i)``) and the
-    Monte Carlo curve on ``grid`` from the same samples (``<name>_curve``, ``<name>_curve_se``); ``grid`` is
-    kept as ``lam``."""
+    ``<name>_excess``, ``<name>_se``: :func:`mc_best` with ``jax.random.key(seed + i)``, scanning
+    ``grid``) and the Monte Carlo curve on ``grid`` from the same samples (``<name>_curve``,
+    ``<name>_curve_se``); ``grid`` is kept as ``lam``."""
     out = {"lam": np.asarray(grid, dtype=float)}
-    e1, e2 = np.eye(2)
     for i, name in enumerate(names):
-        key = jax.random.key(seed + i)
-        out[f"{name}_lam"], out[f"{name}_excess"], out[f"{name}_se"] = mc_best(key, name, gamma=gamma, d=d, L=L,
-                                                                                n=n)
-        out[f"{name}_curve"], out[f"{name}_curve_se"] = montecarlo.risk(
-            key, e1, e2, e1, e2, lam=out["lam"], d=d, gamma=gamma, L=L, eps=0.0, n=n, predictor=name)
+        found = _mc_search(jax.random.key(seed + i), name, gamma=gamma, d=d, L=L, n=n, lo=None, hi=None,
+                           scan=None, grid=out["lam"])
+        for field, value in zip(("lam", "excess", "se", "curve", "curve_se"), found):
+            out[f"{name}_{field}"] = value
     return out
 
 
