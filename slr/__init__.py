@@ -17,7 +17,9 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.transformer` a Transformer layer with a register token (Appendix E.3, Figures 8 and 10)
 - :mod:`slr.multihead`   Figure 9's configuration (Eq. 31 trained by :mod:`slr.sgd`)
 - :mod:`slr.baselines`   the diagonal MLP of the related-models appendix, trained on the attention trainer's batches
-- :mod:`slr.icl`         in-context linear regression and one-layer linear self-attention
+- :mod:`slr.icl`         in-context linear regression and one-layer linear self-attention: the optima of each setting
+- :mod:`slr.icl_check`   Monte Carlo least squares over every linear self-attention layer (the optima checked)
+- :mod:`slr.tuning`      the best inverse temperature at the oracle by 1-D minimisation; activations trained side by side
 - :mod:`slr.landscape`   the risk off the manifold: the role-swapped stationary point, lambda_c(d)
 - :mod:`slr.montecarlo`  the one Monte Carlo risk estimator (batched over points and lambda)
 - :mod:`slr.claims`      checked claims with negative controls (the book's claims ledger)

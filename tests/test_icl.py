@@ -42,3 +42,73 @@ def test_validation(kwargs, name):
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         icl.sample_icl(jax.random.key(0), 3, **args)
+
+
+SPEC = (4.0, 2.0, 1.0, 0.5, 0.25)
+
+
+def test_optimum_of_each_setting():
+    S = np.diag(SPEC)
+    eta = icl.step_star(d=5, n=20, noise=0.1)
+    # setting (ii): exactly eta* Sigma^-1 with the isotropic step (whitening argument)
+    np.testing.assert_allclose(icl.optimum("preconditioned", SPEC, n=20, noise=0.1), eta * np.linalg.inv(S), rtol=1e-12)
+    # setting (iv), Ahn et al.: n [(n+1) Sigma + (tr Sigma + noise^2) I]^-1
+    np.testing.assert_allclose(icl.optimum("ahn", SPEC, n=20, noise=0.1),
+                               20 * np.linalg.inv(21 * S + (np.trace(S) + 0.01) * np.eye(5)), rtol=1e-12)
+    np.testing.assert_allclose(icl.optimum("isotropic", SPEC, n=20, noise=0.1), eta * np.eye(5), rtol=1e-12)
+    # ReLU response: n / (n + 2d + 3 + 4 noise^2)
+    np.testing.assert_allclose(icl.optimum("relu", SPEC, n=20, noise=0.1), 20 / (20 + 13.04) * np.eye(5))
+
+
+@pytest.mark.parametrize("setting", ["preconditioned", "ahn"])
+def test_gd_risk_is_minimal_at_the_optimum(setting):
+    task = icl.task_of(setting, SPEC)
+    G = icl.optimum(setting, SPEC, n=20, noise=0.1)
+    r0 = icl.gd_risk(G, task["cov"], n=20, noise=0.1, w_cov=task["w_cov"])
+    rng = np.random.default_rng(0)
+    for _ in range(5):   # a strictly convex quadratic: every perturbation increases it
+        D = rng.standard_normal((5, 5)) * 1e-3
+        assert icl.gd_risk(G + D, task["cov"], n=20, noise=0.1, w_cov=task["w_cov"]) > r0
+    # and the first-order change vanishes: R(G + hD) + R(G - hD) - 2 R(G) ~ h^2, R(G + hD) - R(G - hD) ~ 0
+    D = rng.standard_normal((5, 5))
+    rp, rm = (icl.gd_risk(G + s * 1e-4 * D, task["cov"], n=20, noise=0.1, w_cov=task["w_cov"]) for s in (1, -1))
+    assert abs(rp - rm) < 1e-10
+
+
+def test_gd_risk_matches_monte_carlo():
+    task = icl.task_of("ahn", SPEC)
+    G = icl.optimum("preconditioned", SPEC, n=10, noise=0.3)   # any matrix: here the wrong setting's optimum
+    X, y, xq, yq, _ = icl.sample_icl(jax.random.key(3), 100_000, n=10, noise=0.3, **task)
+    e = (np.asarray(yq) - np.asarray(icl.gd_predict(X, y, xq, G))) ** 2
+    exact = icl.gd_risk(G, task["cov"], n=10, noise=0.3, w_cov=task["w_cov"])
+    assert abs(e.mean() - exact) < 4.5 * e.std() / np.sqrt(e.size)
+
+
+def test_relu_step_matches_monte_carlo():
+    X, y, xq, yq, _ = icl.sample_icl(jax.random.key(4), 100_000, cov=np.eye(4), n=10, noise=0.2, response="relu")
+    s = np.asarray(icl.gd_predict(X, y, xq, 1.0))
+    assert abs(s @ np.asarray(yq) / (s @ s) - icl.step_star(d=4, n=10, noise=0.2, response="relu")) < 0.01
+
+
+def test_gd_start_is_a_one_step_gd_layer():
+    out = icl.train_lsa(jax.random.key(0), cov=np.eye(3), n=5, steps=1, batch=4, lr=1e-14, init="gd", repeats=2)
+    A, res = icl.effective_preconditioner(out)
+    assert np.all(np.asarray(res) < 1e-12)
+    for a in np.asarray(A):   # p_y Q_x = 0.1^2 Theta Theta^T / |Theta Theta^T|: symmetric, PSD, norm 0.01
+        np.testing.assert_allclose(a, a.T, atol=1e-12)
+        assert np.linalg.eigvalsh(a).min() > -1e-12 and abs(np.linalg.norm(a) - 0.01) < 1e-9
+
+
+@pytest.mark.parametrize("kwargs,name", [({"setting": "cube"}, "setting"), ({"spectrum": (1.0, -1.0)}, "spectrum")])
+def test_task_of_validation(kwargs, name):
+    args = dict(setting="ahn", spectrum=(1.0, 2.0))
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=name):
+        icl.task_of(**args)
+
+
+def test_train_validation():
+    with pytest.raises(ValueError, match="init"):
+        icl.train_lsa(jax.random.key(0), cov=np.eye(2), n=3, steps=1, batch=2, lr=0.1, init="zeros")
+    with pytest.raises(ValueError, match="response"):
+        icl.sample_icl(jax.random.key(0), 2, cov=np.eye(2), n=3, response="cubic")
