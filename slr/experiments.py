@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr import cache, pgd, sgd, task
+from slr import cache, pgd, recovery, sgd, task
 from slr._validate import check_int, check_nonneg, check_positive
 
 __all__ = ["Experiment", "DynamicsConfig", "EXPERIMENTS", "CONFIGS", "config", "run", "run_timed", "simulate"]
@@ -133,6 +133,13 @@ class Experiment:
 
 
 EXPERIMENTS = {name: Experiment(cfg, simulate, pgd.Trajectory.from_dict) for name, cfg in _FIGURES.items()}
+# --- beyond_open_questions (helper "open"): the book's own experiments on the paper's open questions ---
+EXPERIMENTS.update({
+    "open-temperature": Experiment(recovery.TemperatureConfig(), recovery.temperature_map),
+    "open-dimension": Experiment(recovery.DimensionConfig(), recovery.dimension_sweep),
+})
+# --- end of the beyond_open_questions block ---
+
 #: The configurations alone, by name.
 CONFIGS = {name: e.config for name, e in EXPERIMENTS.items()}
 
