@@ -95,7 +95,6 @@ class DimensionConfig:
     """One recipe rescaled with d: a constant lam = ell / sqrt(d) and alpha = alpha_d / d (the
     curvature transverse to M grows like d), every d run to the same time ``horizon``. The defaults
     are Figure 7(b)'s recipe (lam = 0.1, alpha = 4e-3 at d = 400)."""
-    ds: tuple = (316, 1000, 3162, 10000)
     ell: float = 2.0
     alpha_d: float = 1.6
     horizon: float = 80.0
@@ -103,14 +102,15 @@ class DimensionConfig:
     gamma: float = math.sqrt(0.5)
     repeats: int = 24
     n_logs: int = 400
+    ds: tuple = (316, 1000, 3162, 10000)
 
     def validate(self) -> "DimensionConfig":
-        for x in self.ds:
-            check_int("ds", x, lo=4)
-        for name in ("ell", "alpha_d", "horizon", "gamma"):
-            check_positive(name, getattr(self, name))
         for name in ("L", "repeats", "n_logs"):
             check_int(name, getattr(self, name))
+        for name in ("ell", "alpha_d", "horizon", "gamma"):
+            check_positive(name, getattr(self, name))
+        if not all(isinstance(x, int) and x >= 4 for x in self.ds):
+            raise ValueError(f"ds must be integers >= 4, got {self.ds!r}")
         return self
 
 
