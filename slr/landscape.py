@@ -20,6 +20,8 @@ a quadratic in theta minimised at theta* = gamma^2 lam phi1(0; b) / (r zeta0(b))
   :func:`global_minimum`: a multi-start search of the minimum of R_lam on the product of spheres;
   :func:`pgd_search`: the same search by exact PGD (Definition 1) from many starts.
 - :func:`classify`: the kind of an end point (oracle, role-swapped, other) by a rule on all five overlaps.
+- :func:`transverse_hessian`: the Hessian of R_lam in the two directions that leave M at first order
+  at a corner (+-1, +-1) of M (rotate k towards v*, v towards k*): the transversal stability of M.
 """
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ from slr.overlaps import NAMES, dist_manifold, gram_vectors
 from slr.risk import closed_form
 
 __all__ = ["swap_theta", "swap_theta_linear", "swap_risk", "swap_risk_linear", "crossover",
-           "riemannian_derivatives", "random_overlaps", "global_minimum", "pgd_search", "classify", "KINDS"]
+           "riemannian_derivatives", "random_overlaps", "global_minimum", "pgd_search", "classify", "KINDS",
+           "transverse_hessian"]
 
 KINDS = ("oracle", "role-swapped", "other")
 _C = 2.0 / math.sqrt(math.pi)  # erf'(0): erf(x) = C x + O(x^3)
@@ -236,3 +239,29 @@ def classify(kappa, nu, theta, eta, rho, *, lam, gamma, d, tol: float = 0.2):
     swap = ((np.abs(e) >= 1 - tol) & (np.maximum(np.maximum(np.abs(k), np.abs(n)), np.abs(r)) <= tol)
             & (t * e > 0) & (np.abs(np.abs(t) - ts) <= tol))
     return np.where(oracle, KINDS[0], np.where(swap, KINDS[1], KINDS[2]))
+
+
+def _transverse(ab, s, lam, gamma, d, L, eps):
+    a, b = ab[0], ab[1]  # k = cos a s0 k* + sin a v*, v = cos b s1 v* + sin b k*
+    return closed_form(s[0] * jnp.cos(a), s[1] * jnp.cos(b), jnp.sin(b), jnp.sin(a),
+                       s[0] * jnp.cos(a) * jnp.sin(b) + s[1] * jnp.sin(a) * jnp.cos(b),
+                       lam, gamma, d, L, eps)
+
+
+_transverse_hess = jax.jit(jax.vmap(jax.hessian(_transverse), in_axes=(None, None, 0, None, None, None, None)))
+
+
+def transverse_hessian(lam, *, gamma, d, L, eps=0.0, corner=(1, 1)):
+    """The 2 x 2 Hessian of R_lam, shape (..., 2, 2) for an array ``lam``, in the angles (a, b) of
+    k = cos(a) k0 + sin(a) v*, v = cos(b) v0 + sin(b) k* at the corner (k0, v0) = (s0 k*, s1 v*) of M
+    (``corner`` = (s0, s1), signs). The overlaps are (s0 cos a, s1 cos b, sin b, sin a,
+    s0 cos a sin b + s1 sin a cos b): at a = b = 0 these are the only tangent directions that leave M at
+    first order, and the corner is a critical point on S^{d-1} x S^{d-1} (M is invariant, Lemma 4), so
+    this is the transverse block of the Riemannian Hessian. PGD's linearisation multiplies the
+    transverse deviation by I - alpha H: M is transversally stable there iff 0 < eig(H) < 2 / alpha."""
+    lams = np.atleast_1d(_check(lam, gamma, d, L, eps))
+    if len(corner) != 2 or any(c not in (1, -1) for c in corner):
+        raise ValueError(f"corner must be a pair of signs (+-1, +-1), got {corner!r}")
+    out = np.asarray(_transverse_hess(jnp.zeros(2), jnp.asarray(corner, float), jnp.asarray(lams, jnp.float64),
+                                      float(gamma), float(d), float(L), float(eps)))
+    return out.reshape(np.shape(lam) + (2, 2))

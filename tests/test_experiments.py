@@ -10,8 +10,8 @@ from slr import experiments as E
 
 def test_configs_match_the_paper():
     c = E.CONFIGS
-    assert set(c) == {"fig4a", "fig4b", "fig5", "fig7a", "fig7b"}
-    for cfg in c.values():
+    assert {"fig4a", "fig4b", "fig5", "fig7a", "fig7b"} <= set(c)
+    for cfg in (c[n] for n in ("fig4a", "fig4b", "fig5", "fig7a", "fig7b")):
         assert cfg.L == 10 and cfg.gamma == math.sqrt(0.5) and cfg.repeats == 30
     assert (c["fig4a"].init, c["fig4a"].d, c["fig4a"].lam0, c["fig4a"].lam_decay, c["fig4a"].alpha,
             c["fig4a"].steps) == ("sphere", 400, 1.0, 1e-4, 4e-3, 120_000)
@@ -66,3 +66,37 @@ def test_run_timed_stores_the_seconds_of_the_computation(result_cache):
     assert t1 == t2 and t1 > 0
     assert np.array_equal(first.kappa, second.kappa)
     assert np.array_equal(first.kappa, E.run("fig7b", **kw).kappa)   # the same result as run()
+
+
+# --- beyond_open_questions and related (helper "open") ---
+def test_open_configs_are_the_stated_settings():
+    a = E.config("open-angle")  # Figure 9's settings
+    assert (a.d, a.L, a.gamma ** 2, a.eps, a.batch, a.steps, a.alpha, a.lam0, a.lam_decay, a.lam_freeze) == \
+        (80, 10, pytest.approx(0.5), 0.1, 5, 100_000, 1e-3, 2.0, 2e-4, 25_000)
+    t, d = E.config("open-temperature"), E.config("open-dimension")
+    assert t.horizon >= 480 and t.d == 400 and d.ell / math.sqrt(400) == pytest.approx(0.1)  # Figure 7(b)'s lam
+    assert d.alpha_d / 400 == pytest.approx(4e-3)
+
+
+@pytest.mark.parametrize("name,over,match", [
+    ("open-angle", {"which": "w"}, "which"),
+    ("open-angle", {"phis_deg": (0.0,)}, "phis_deg"),
+    ("open-angle", {"sampler": "fast"}, "sampler"),
+    ("open-temperature", {"lam0s": (0.0,)}, "lam0s"),
+    ("open-dimension", {"ds": (2,)}, "ds"),
+    ("related-diag-mlp", {"seeds": 0}, "seeds"),
+])
+def test_open_validation(name, over, match):
+    with pytest.raises(ValueError, match=match):
+        E.config(name, **over)
+
+
+def test_open_small_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
+    tm = E.run("open-temperature", lam0s=(0.1, 3.0), decays=(0.0,), horizon=2.0, repeats=2, n_logs=4)
+    assert tm["kappa"].shape == (1, 2, 2, 5) and tm["lam"].shape == (1, 2, 5)
+    assert tm["time"][-1] == pytest.approx(2.0)
+    dm = E.run("open-dimension", ds=(100, 400), horizon=1.0, repeats=2, n_logs=4)
+    assert dm["kappa"].shape == (2, 2, 5) and np.all(np.isfinite(dm["excess_risk"]))
+    mh = E.run("open-angle", steps=20, repeats=1, log_every=10, lam_freeze=10, n_test=20, d=8)
+    assert mh["kappa"].shape == (3, 3, 2, 2) and list(mh["phi_deg"]) == [90.0, 60.0, 30.0]

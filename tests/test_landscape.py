@@ -122,3 +122,17 @@ def test_bad_tol_and_L_are_refused(tol, L_):
         LS.classify(0, 0, 0, 0, 0, lam=0.1, gamma=G, d=D, tol=tol)
     with pytest.raises(ValueError, match="L"):
         LS.swap_risk(0.1, gamma=G, d=D, L=L_)
+
+
+def test_transverse_hessian_is_the_riemannian_hessian_block():
+    # at the corner (1, 1) of M: the two eigenvalues of the transverse block are among the eight
+    # eigenvalues of the full Riemannian Hessian (riemannian_derivatives), at a stable and an unstable lam
+    for lam in (0.1, 3.0):
+        ev2 = np.linalg.eigvalsh(LS.transverse_hessian(lam, gamma=G, d=D, L=L))
+        _, ev8 = LS.riemannian_derivatives(1.0, 1.0, 0.0, 0.0, 0.0, lam=lam, gamma=G, d=D, L=L)
+        assert all(np.min(np.abs(ev8 - e)) < 1e-6 * max(1.0, abs(e)) for e in ev2)
+    assert np.linalg.eigvalsh(LS.transverse_hessian(0.1, gamma=G, d=D, L=L))[0] > 0
+    assert np.linalg.eigvalsh(LS.transverse_hessian(3.0, gamma=G, d=D, L=L))[0] < 0
+    assert LS.transverse_hessian(np.array([0.1, 0.2]), gamma=G, d=D, L=L).shape == (2, 2, 2)
+    with pytest.raises(ValueError, match="corner"):
+        LS.transverse_hessian(0.1, gamma=G, d=D, L=L, corner=(1, 0))

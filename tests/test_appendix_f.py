@@ -1,0 +1,28 @@
+"""slr.appendix_f: the best constant lambda of the oracle risk, and the attention vs diagonal MLP runs."""
+import math
+
+import numpy as np
+import pytest
+
+from slr import appendix_f as AF
+from slr.risk import oracle_risk
+
+G = math.sqrt(0.5)
+
+
+def test_best_lambda_is_a_minimum():
+    lam, r = AF.best_lambda(gamma=G, d=400, L=10)
+    for x in (lam * 0.97, lam * 1.03):
+        assert float(oracle_risk(lam=x, gamma=G, d=400, L=10)) > r
+    assert r == pytest.approx(float(oracle_risk(lam=lam, gamma=G, d=400, L=10)))
+
+
+def test_diag_mlp_comparison_small():
+    cfg = AF.DiagMLPConfig(d=8, Ls=(3,), steps=20, batch=8, width=2, lrs_attention=(0.1,), lrs_mlp=(1e-2,),
+                           seeds=2, n_test=50, n_eval=2).validate()
+    out = AF.diag_mlp_comparison(cfg, 0)
+    assert out["att_mse"].shape == (1, 2, 3) and out["mlp_mse"].shape == (1, 2, 3)
+    assert out["n_mlp"][0] == 3 * (2 * 8 + 2 * 2) + 1  # L (p d + 2 p) + 1
+    assert np.all(np.isfinite(out["att_exact"]))
+    with pytest.raises(ValueError, match="Ls"):
+        AF.DiagMLPConfig(Ls=(0,)).validate()
