@@ -20,6 +20,8 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.icl`         in-context linear regression and one-layer linear self-attention: the optima of each setting
 - :mod:`slr.icl_check`   Monte Carlo least squares over every linear self-attention layer (the optima checked)
 - :mod:`slr.tuning`      the best inverse temperature at the oracle by 1-D minimisation; activations trained side by side
+- :mod:`slr.recovery`    recovery from uniform starts: the temperature map, the time to recover against d
+- :mod:`slr.appendix_f`  the related-models appendix: attention against the diagonal MLP, both tuned
 - :mod:`slr.landscape`   the risk off the manifold: the role-swapped stationary point, lambda_c(d)
 - :mod:`slr.montecarlo`  the one Monte Carlo risk estimator (batched over points and lambda)
 - :mod:`slr.claims`      checked claims with negative controls (the book's claims ledger)
