@@ -29,7 +29,7 @@ from slr.pgd import Trajectory, projected_step, split_lam
 from slr.predictors import PREDICTORS, attention_erf, attention_multihead, get_predictor
 from slr.risk import closed_form
 
-__all__ = ["train", "sgd", "TrainLog", "model", "batch_keys", "fresh_draws", "SAMPLERS", "TOKEN_NOISE"]
+__all__ = ["train", "sgd", "TrainLog", "model", "batch_keys", "fresh_draws", "tie", "SAMPLERS", "TOKEN_NOISE"]
 
 SAMPLERS = ("reduced", "full")
 TOKEN_NOISE = ("independent", "shared")
@@ -105,8 +105,9 @@ def _heads_step(k, v, gk, gv, alpha):
     return jax.vmap(projected_step, in_axes=(0, 0, 0, 0, None))(k, v, gk, gv, alpha)
 
 
-def _tie(dr, tied):
-    """Draws whose informative tokens share the first one's noise (``token_noise="shared"``)."""
+def tie(dr, tied):
+    """The draws of :func:`slr.task.draws` with the informative tokens' noise shared when ``tied`` (a
+    bool, traced or not): all take the first one's, as in the authors' code. Traceable, no checks."""
     Z, J, G, xi = dr
     return Z, J, jnp.where(tied, G[:, :1], G), xi
 
@@ -138,7 +139,7 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
     grad = jax.grad(partial(_loss, f), argnums=(0, 1))
 
     def body(cr, t):
-        dr = _tie(fresh_draws(key, t, batch=batch, L=L, d=d, n_loc=n), tied)
+        dr = tie(fresh_draws(key, t, batch=batch, L=L, d=d, n_loc=n), tied)
         X, y, _ = task.assemble(dr, ks, vs, gamma=gamma, eps=eps)
         gk, gv = grad(cr[0], cr[1], X, y, lam_t(t))
         return _heads_step(cr[0], cr[1], gk, gv, alpha)
@@ -165,7 +166,7 @@ def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every,
     dot = lambda a, b: jnp.sum(a[:, :, :, None, :] * b[:, None, None, :, :], axis=-1)  # (R, T, H, n)
     logs = (dot(K, KS), dot(V, VS), dot(V, KS), dot(K, VS), jnp.sum(K * V, axis=-1))
     # one test draw shared by the runs, each assembling its own oracle's samples
-    tdraws = _tie(task.draws(key_test, n_test, L=L, d=d, H=ks.shape[-2]), tied)
+    tdraws = tie(task.draws(key_test, n_test, L=L, d=d, H=ks.shape[-2]), tied)
     test_set = lambda a, b: task.assemble(tdraws, a, b, gamma=gamma, eps=eps)[:2]
     Xt, yt = jax.vmap(test_set)(ks, vs) if per_run else test_set(ks, vs)
 
