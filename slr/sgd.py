@@ -109,6 +109,8 @@ def tie(dr, tied):
     """The draws of :func:`slr.task.draws` with the informative tokens' noise shared when ``tied`` (a
     bool, traced or not): all take the first one's, as in the authors' code. Traceable, no checks."""
     Z, J, G, xi = dr
+    if isinstance(tied, bool):  # static: the independent draws untouched (the same program as before)
+        return (Z, J, jnp.broadcast_to(G[:, :1], G.shape), xi) if tied else dr
     return Z, J, jnp.where(tied, G[:, :1], G), xi
 
 
@@ -148,9 +150,10 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
 
 
 @partial(jax.jit, static_argnames=("f", "sampler", "fn", "n_chunks", "batch", "n_test", "L", "has_rem",
-                                   "shared", "per_run", "batched"))
+                                   "shared", "per_run", "batched", "tied_static"))
 def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, tied, *, f,
-          sampler, fn, n_chunks, batch, n_test, L, has_rem, shared, per_run, batched=True):
+          sampler, fn, n_chunks, batch, n_test, L, has_rem, shared, per_run, batched=True, tied_static=None):
+    tied = tied if tied_static is None else tied_static  # traced for the reduced sampler: one compilation
     lam_t = _loop.lam_fn(fn, lam0, c, jnp.float64)
     run = lambda kk, a, b, s, u: _one_run(kk, a, b, s, u, lam_t, alpha, gamma, eps, log_every,
                                           rem if has_rem else None, f=f, sampler=sampler, n_chunks=n_chunks,
@@ -258,7 +261,7 @@ def _train(key_test, keys, k0, v0, ks, vs, lam, *, alpha, steps, batch, gamma, L
         key_test, keys, *map(jnp.asarray, (k0, v0, ks, vs)), lam0, c, float(alpha), float(gamma), float(eps),
         int(log_every), int(rem or 0), jnp.asarray(t_log), bool(tied), f=f, sampler=sampler, fn=fn, n_chunks=n_chunks,
         batch=int(batch), n_test=int(n_test), L=int(L), has_rem=rem is not None, shared=shared,
-        per_run=np.ndim(ks) == 3, batched=batched)
+        per_run=np.ndim(ks) == 3, batched=batched, tied_static=None if sampler == "reduced" else bool(tied))
     out = dict(zip(_LOGS, logs + (test,)), k=k, v=v, lam=lam_log, excess_risk_closed=closed)
     return TrainLog(step=t_log, **{name: None if x is None else np.asarray(x) for name, x in out.items()})
 
