@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr import appendix_f, cache, pgd, recovery, sgd, task
+from slr import appendix_f, cache, multihead, pgd, recovery, sgd, task, transformer
 from slr._validate import check_int, check_nonneg, check_positive
 
 __all__ = ["Experiment", "DynamicsConfig", "EXPERIMENTS", "CONFIGS", "config", "run", "run_timed", "simulate"]
@@ -197,6 +197,13 @@ EXPERIMENTS.update({
 })
 # --- end of the beyond_open_questions block ---
 
+# --- Appendix E.3 (the transformer chapter): Figures 8 and 10 (slr.transformer) and Figure 9 at the
+# authors' settings, both token-noise variants through the field token_noise (run("fig9",
+# token_noise="shared")).
+EXPERIMENTS["fig8"] = Experiment(transformer.FIGURE_8, transformer.train)
+EXPERIMENTS["fig9"] = Experiment(multihead.AUTHORS, multihead.simulate, sgd.TrainLog.from_dict)
+EXPERIMENTS["fig10"] = Experiment(transformer.FIGURE_10, transformer.train)
+# --- end of Appendix E.3
 #: The configurations alone, by name.
 CONFIGS = {name: e.config for name, e in EXPERIMENTS.items()}
 

@@ -1,7 +1,9 @@
-"""Figure 9's configuration: two heads of Eq. (31) trained on two-location regression (Eq. 30).
+"""Two heads of Eq. (31) on two-location regression (Eq. 30): Figure 9's configurations, the
+classification of a run's end state, and the authors' printed final key alignments.
 
 The predictor is :func:`slr.predictors.attention_multihead` (Eq. 31); the trainer is the book's one
-stochastic PGD, :func:`slr.sgd.train` (the Riemannian step of Definition 1, head by head).
+stochastic PGD, :func:`slr.sgd.train` (the Riemannian step of Definition 1, head by head), with the
+exact-in-law reduced sampler of :mod:`slr.reduced` where the configuration asks for it.
 """
 from __future__ import annotations
 
@@ -9,10 +11,13 @@ import dataclasses
 import math
 
 import jax
+import numpy as np
 
 from slr import pgd, sgd, task
+from slr._validate import check_int, check_nonneg, check_positive
 
-__all__ = ["MultiHeadConfig", "FIGURE_9", "train"]
+__all__ = ["MultiHeadConfig", "SHORT_SCHEDULE", "FIGURE_9", "AUTHORS", "train", "simulate", "PATTERNS",
+           "ALIGNED", "OFF", "end_states", "AUTHORS_FIG9_FINALS"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +27,8 @@ class MultiHeadConfig:
     The inverse temperature is ``lam_t = lam0 / (1 + lam_decay min(t, lam_freeze))`` (the paper's
     Figure 9 holds lambda constant after some step). ``gamma``, ``eps`` are standard deviations;
     ``batch`` fresh samples per step, step size ``alpha``. With ``shared_draws`` the draws of a step
-    are shared by the repetitions, each turning them into samples of its own oracle.
+    are shared by the repetitions, each turning them into samples of its own oracle. ``token_noise``
+    and ``sampler``: as in :func:`slr.sgd.train`.
     """
     L: int = 10                      # tokens per sequence
     d: int = 80                      # dimension of the tokens
@@ -41,14 +47,42 @@ class MultiHeadConfig:
     n_test: int = 1000               # test samples per run
     seed: int = 0
     shared_draws: bool = True        # one draw per step for all runs
+    token_noise: str = "independent"  # "shared": the informative tokens share one noise draw
+    sampler: str = "full"            # "reduced": exact in law, B L (2n + 2H) + B + 2H d normals a step
+
+    def validate(self) -> "MultiHeadConfig":
+        """Every field in range (ValueError naming the field otherwise); returns the configuration."""
+        for name in ("H", "n_locations", "batch", "steps", "repeats", "log_every", "n_test"):
+            check_int(name, getattr(self, name))
+        check_int("L", self.L, lo=self.n_locations)
+        check_int("d", self.d, lo=2 * self.n_locations)
+        check_int("lam_freeze", self.lam_freeze, lo=0)
+        check_int("seed", self.seed, lo=0)
+        for name in ("gamma", "alpha", "lam0"):
+            check_positive(name, getattr(self, name))
+        check_nonneg("eps", self.eps)
+        check_nonneg("lam_decay", self.lam_decay)
+        if self.token_noise not in sgd.TOKEN_NOISE:
+            raise ValueError(f"token_noise must be one of {sgd.TOKEN_NOISE}, got {self.token_noise!r}")
+        if self.sampler not in sgd.SAMPLERS:
+            raise ValueError(f"sampler must be one of {sgd.SAMPLERS}, got {self.sampler!r}")
+        return self
 
 
-#: Figure 9: two heads on two-location regression. Figure 5's d, L, gamma, eps, lam0 and ratio of step
-#: size to batch size (alpha / batch = 1.5e-4); batch 20, lambda frozen after 10000 steps (see the chapter).
-FIGURE_9 = MultiHeadConfig()
+#: The book's earlier short schedule (batch 20, alpha 3e-3, lambda frozen after 10 000 steps, 30 000
+#: steps, 10 runs): the base of the sweeps of the chapter on open questions.
+SHORT_SCHEDULE = MultiHeadConfig()
+FIGURE_9 = SHORT_SCHEDULE  # the former name of SHORT_SCHEDULE, kept for the chapters that use it
+#: Figure 9 at the authors' settings (their notebook ``toy-multihead.ipynb``, repository
+#: PierreMarion23/single-location-regression, commit 14e2b06): batch 5, alpha 1e-3, 100 000 steps,
+#: lambda_t = 2 / (1 + 2e-4 t) frozen after step 25 000, 20 runs with independent data streams; the
+#: reduced sampler (exact in law). The paper's independent token noise; ``token_noise="shared"``
+#: is the authors' code.
+AUTHORS = MultiHeadConfig(batch=5, steps=100_000, alpha=1e-3, lam_decay=2e-4, lam_freeze=25_000,
+                          repeats=20, log_every=1000, shared_draws=False, sampler="reduced")
 
 
-def train(cfg: MultiHeadConfig = FIGURE_9, oracles=None) -> sgd.TrainLog:
+def train(cfg: MultiHeadConfig = SHORT_SCHEDULE, oracles=None) -> sgd.TrainLog:
     """``cfg.repeats`` runs of :func:`slr.sgd.train` with the predictor of Eq. (31) (float64).
 
     Each run has its own oracle (2 n_locations orthonormal directions, :func:`slr.task.sample_oracle_multi`)
@@ -57,6 +91,7 @@ def train(cfg: MultiHeadConfig = FIGURE_9, oracles=None) -> sgd.TrainLog:
     """
     if not isinstance(cfg, MultiHeadConfig):
         raise ValueError(f"cfg must be a MultiHeadConfig, got {type(cfg).__name__}")
+    cfg.validate()
     k_oracle, k_init, k_train = jax.random.split(jax.random.key(cfg.seed), 3)
     if oracles is None:
         oracles = jax.vmap(lambda k: task.sample_oracle_multi(k, cfg.d, cfg.n_locations))(
@@ -65,4 +100,48 @@ def train(cfg: MultiHeadConfig = FIGURE_9, oracles=None) -> sgd.TrainLog:
     lam = pgd.InverseTime(cfg.lam0, cfg.lam_decay, cfg.lam_freeze)
     return sgd.train(k_train, k0, v0, *oracles, lam=lam, alpha=cfg.alpha, steps=cfg.steps, batch=cfg.batch,
                      gamma=cfg.gamma, L=cfg.L, eps=cfg.eps, log_every=cfg.log_every, predictor="erf",
-                     n_test=cfg.n_test, shared_draws=cfg.shared_draws)
+                     n_test=cfg.n_test, shared_draws=cfg.shared_draws, sampler=cfg.sampler,
+                     token_noise=cfg.token_noise)
+
+
+def simulate(cfg: MultiHeadConfig, seed: int) -> dict:
+    """:func:`train` from ``seed`` (the experiment registry's compute: :func:`slr.experiments.run`), as
+    the dict of :meth:`slr.sgd.TrainLog.to_dict`. The seed fixes the oracles, the starts and the data
+    streams, so two configurations that differ only in ``token_noise`` start from the same points."""
+    return train(dataclasses.replace(cfg, seed=int(seed))).to_dict()
+
+
+#: The four end states of a two-head run, in the order :func:`end_states` numbers them.
+PATTERNS = ("separated", "collapsed", "no alignment", "mixed")
+ALIGNED = 0.3   # |<k_h, k*_j>| >= ALIGNED: head h is aligned with k*_j
+OFF = 0.15      # |<k_h, k*_j>| < OFF: head h is off k*_j (a random unit vector: |.| ~ 1/sqrt(d) = 0.11)
+
+
+def end_states(kappa) -> np.ndarray:
+    """The end state of each run from its final |<k_h, k*_j>|, shape (..., 2 heads, 2 locations):
+    0 separated (each head aligned with a different k*_j and off the other), 1 collapsed (both heads
+    aligned with the same k*_j and off the other), 2 no alignment (every |kappa| < OFF), 3 mixed
+    (anything else). Aligned: |kappa| >= ALIGNED; off: |kappa| < OFF (:data:`PATTERNS`)."""
+    A = np.abs(np.asarray(kappa, dtype=float))
+    if A.shape[-2:] != (2, 2):
+        raise ValueError(f"kappa must have shape (..., 2, 2), got {A.shape}")
+    al, off = A >= ALIGNED, A < OFF
+    diag = lambda M, s: M[..., 0, s[0]] & M[..., 1, s[1]]
+    separated = (diag(al, (0, 1)) & diag(off, (1, 0))) | (diag(al, (1, 0)) & diag(off, (0, 1)))
+    col = lambda M, j: M[..., 0, j] & M[..., 1, j]
+    collapsed = (col(al, 0) & col(off, 1)) | (col(al, 1) & col(off, 0))
+    none = np.all(off, axis=(-1, -2))
+    return np.select([separated, collapsed, none], [0, 1, 2], default=3)
+
+
+#: The authors' printed final |<k_h, k*_j>| of their 20 runs of Figure 9 (step 100 000; notebook
+#: ``toy-multihead.ipynb`` of PierreMarion23/single-location-regression, commit 14e2b06; shared token
+#: noise), shape (20, heads, locations), to three decimals.
+AUTHORS_FIG9_FINALS = np.array([
+    0.504, 0.058, 0.065, 0.466, 0.760, 0.039, 0.755, 0.006, 0.077, 0.461, 0.546, 0.045,
+    0.754, 0.017, 0.764, 0.003, 0.094, 0.054, 0.003, 0.030, 0.745, 0.014, 0.737, 0.003,
+    0.725, 0.093, 0.765, 0.011, 0.030, 0.760, 0.000, 0.728, 0.123, 0.112, 0.109, 0.103,
+    0.003, 0.761, 0.031, 0.760, 0.028, 0.728, 0.004, 0.751, 0.208, 0.428, 0.388, 0.221,
+    0.521, 0.044, 0.066, 0.459, 0.088, 0.741, 0.018, 0.769, 0.101, 0.739, 0.033, 0.756,
+    0.045, 0.083, 0.051, 0.017, 0.745, 0.056, 0.752, 0.044, 0.052, 0.467, 0.447, 0.065,
+    0.119, 0.042, 0.008, 0.005, 0.463, 0.077, 0.050, 0.521]).reshape(20, 2, 2)

@@ -1,4 +1,5 @@
-"""The exact-in-law reduced sampler of stochastic PGD (Figure 5): one erf head, one location.
+"""The exact-in-law reduced samplers of stochastic PGD: one erf head on one location (Figure 5), and H
+erf heads on n informative tokens (Eq. 31 on Eq. 30, Figure 9).
 
 The mini-batch loss of the erf predictor (Eq. 3) depends on the tokens only through their coordinates
 in an orthonormal frame of span{k*, v*, k, v} plus the out-of-span parts of its two gradients, which
@@ -6,8 +7,18 @@ are Gaussian given those coordinates. :func:`reduced_grads` draws the mini-batch
 law at a cost of B L 4 + B + 2 d normals instead of the B L d of the full draw (:mod:`slr.task`);
 :func:`slr.sgd.train` uses it with ``sampler="reduced"``.
 
+Several heads (:func:`multi_grads`): the loss of sum_h erf-heads depends on the tokens only through
+their coordinates in an orthonormal frame of S = span{k*_j, v*_j, k_h, v_h} (dimension D = 2n + 2H),
+and the same argument applies with a (2H x 2H) covariance for the out-of-span parts of the 2H
+gradients. The informative tokens sit at positions 0..n-1: the predictor is a sum over tokens, so the
+mini-batch gradient is a symmetric function of each sequence's tokens and its law does not depend on
+where the informative tokens are. With ``shared`` the n informative tokens of a sequence share one
+noise draw (X_j = sqrt(d/2) k*_j + gamma z with one z, as in the authors' code); else they are
+independent (Eq. 30).
+
 Public traceable kernels (no checks): :func:`loss`, :func:`fallback_directions`, :func:`reduced_noise`,
-:func:`reduced_grads`.
+:func:`reduced_grads`, :func:`frame`, :func:`multi_noise`, :func:`multi_coordinates`,
+:func:`multi_in_span`, :func:`multi_grads`.
 """
 from __future__ import annotations
 
@@ -18,7 +29,8 @@ import jax.numpy as jnp
 
 from slr.predictors import attention_erf
 
-__all__ = ["loss", "fallback_directions", "reduced_noise", "reduced_grads"]
+__all__ = ["loss", "fallback_directions", "reduced_noise", "reduced_grads", "frame", "multi_noise",
+           "multi_coordinates", "multi_in_span", "multi_grads"]
 
 _GS_TOL = 1e-8  # residual norm below which a vector counts as lying in the span (then substituted)
 _FALLBACK_SEED = 0x51F5  # the fixed directions completing a degenerate frame (no data randomness)
@@ -100,3 +112,81 @@ def reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch):
     g = jnp.stack([l11 * z[0], l21 * z[0] + l22 * z[1]])  # (2, d)
     g = g - (g @ Q.T) @ Q  # (I - P)
     return Q.T @ gk_in + g[0], Q.T @ gv_in + g[1]
+
+
+def frame(vectors):
+    """An orthonormal frame (D, d) whose span holds the D vectors (D, d) (D <= d): the Q factor of
+    their Householder QR, orthonormal even when the vectors are linearly dependent (then the frame
+    holds directions beyond their span, chosen by the vectors alone). Traceable; no checks."""
+    return jnp.linalg.qr(vectors.T)[0].T
+
+
+def multi_noise(key, d, L, batch, D, H, n, shared):
+    """One step's draws for :func:`multi_grads`: the in-frame token noise (B, L, D), the label noise
+    (B,) and the 2H out-of-span normals (2H, d); with ``shared`` the n informative tokens (positions
+    0..n-1) of a sequence share token 0's noise. Traceable."""
+    kg, kx, kz = jax.random.split(key, 3)
+    G = jax.random.normal(kg, (batch, L, D), dtype=jnp.float64)
+    G = jnp.where(shared & (jnp.arange(L) < n)[:, None], G[:, :1], G)  # shared: traced or static
+    return G, jax.random.normal(kx, (batch,), dtype=jnp.float64), \
+        jax.random.normal(kz, (2 * H, d), dtype=jnp.float64)
+
+
+def multi_coordinates(Q, ks, vs, G, xi, gamma, eps):
+    """The tokens' frame coordinates C (B, L, D), their noise scales sig (L,) and the labels y (B,) of
+    Eq. (30) with the informative tokens at positions 0..n-1 (n = len(ks)), from the draws G, xi of
+    :func:`multi_noise`. Traceable; no checks."""
+    n, d = ks.shape
+    mean = math.sqrt(d / 2.0) * ks @ Q.T  # (n, D): frame coordinates of sqrt(d/2) k*_j
+    sig = jnp.where(jnp.arange(G.shape[1]) < n, gamma, 1.0)  # (L,)
+    C = sig[:, None] * G + jnp.zeros_like(G).at[:, :n].set(mean)
+    y = jnp.einsum("bjm,jm->b", C[:, :n], vs @ Q.T) + eps * xi
+    return C, sig, y
+
+
+def multi_in_span(Q, C, y, k, v, lam):
+    """The in-span mini-batch gradients of sum_h erf(lam X.k_h) X.v_h and the coefficients of the tokens.
+
+    With residual r_b = y_b - sum_lh erf(lam A_blh) B_blh (A = X.k, B = X.v), the gradients are
+    grad k_h = sum_bl ca_blh X_bl and grad v_h = sum_bl cb_blh X_bl with ca = -(2/B) r lam erf'(lam A) B
+    and cb = -(2/B) r erf(lam A). Returns (gk_in (H, d), gv_in (H, d), coef (B, L, 2H) = [ca, cb]): the
+    projections of the gradients on span(Q) and the coefficients. Traceable; no checks."""
+    batch = C.shape[0]
+    A, Bv = C @ (k @ Q.T).T, C @ (v @ Q.T).T  # (B, L, H)
+    e = jax.scipy.special.erf(lam * A)
+    res = y - jnp.sum(e * Bv, axis=(1, 2))  # (B,)
+    ca = (-2.0 / batch) * res[:, None, None] * lam * (2.0 / math.sqrt(math.pi)) \
+        * jnp.exp(-jnp.square(lam * A)) * Bv
+    cb = (-2.0 / batch) * res[:, None, None] * e
+    g = jnp.einsum("blh,blm->hm", jnp.concatenate([ca, cb], axis=-1), C) @ Q  # (2H, d)
+    H = k.shape[0]
+    return g[:H], g[H:], jnp.concatenate([ca, cb], axis=-1)
+
+
+def multi_grads(noise, k, v, ks, vs, lam, gamma, eps, shared):
+    """Mini-batch gradients (grad k, grad v), each (H, d), of the mean squared error of Eq. (31) on
+    Eq. (30) with exactly the law of the full-d draw. Traceable; no checks.
+
+    Q = :func:`frame` of (k*_1..n, v*_1..n, k_1..H, v_1..H), P its projection. Why exact in law: a
+    token is X_bl = m_bl + s_bl W_s with m_bl in S (sqrt(d/2) k*_j or 0), s_bl = gamma on an
+    informative token and 1 elsewhere, and W_s standard normal d-vectors, one per noise source s (a
+    token; with ``shared`` the n informative tokens of a sequence are one source). P W_s and (I - P) W_s
+    are independent Gaussian vectors (orthogonal projections of one standard normal), and the labels,
+    the scores and hence the coefficients coef_bl (:func:`multi_in_span`) are functions of the frame
+    coordinates Q X_bl and the label noise only. So, given them, the out-of-span parts of the 2H
+    gradients are (I - P) sum_s c_s W_s with c_s = sum over the tokens of s of s_bl coef_bl: a Gaussian
+    with covariance M (x) (I - P), M = sum_s c_s c_s^T = R^T R (R the triangular factor of the QR of
+    the matrix of the c_s), which is the law of (I - P) (R^T Z) with Z (2H, d) standard normal. Cost:
+    B L D + B + 2H d normals (B L d for the full draw).
+    """
+    n, H = ks.shape[0], k.shape[0]
+    Q = frame(jnp.concatenate([ks, vs, k, v]))
+    G, xi, Z = noise
+    C, sig, y = multi_coordinates(Q, ks, vs, G, xi, gamma, eps)
+    gk, gv, coef = multi_in_span(Q, C, y, k, v, lam)
+    c = coef * sig[None, :, None]  # (B, L, 2H)
+    merged = jnp.zeros_like(c).at[:, 0].set(jnp.sum(c[:, :n], axis=1)).at[:, n:].set(c[:, n:])
+    c = jnp.where(shared, merged, c).reshape(-1, 2 * H)  # shared: one source for tokens 0..n-1
+    g = jnp.linalg.qr(c, mode="r").T @ Z  # (2H, d): covariance R^T R = c^T c
+    g = g - (g @ Q.T) @ Q
+    return gk + g[:H], gv + g[H:]

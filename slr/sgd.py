@@ -7,9 +7,8 @@ on data with n_loc informative tokens (:mod:`slr.task`: Section 2.1 for n_loc = 
 Each step draws ``batch`` fresh samples (:func:`slr.task.draws`, turned into samples of each run's
 oracle by :func:`slr.task.assemble`; with ``shared_draws`` one draw per step serves every run) and
 takes the Riemannian step of Definition 1 (:func:`slr.pgd.projected_step`) head by head on their mean
-squared error. For one erf head and one location, ``sampler="reduced"`` draws the mini-batch gradient
-exactly in law at a fraction of the cost (:mod:`slr.reduced`). :func:`sgd` is Figure 5's entry: one
-head, one oracle, the result as a :class:`slr.pgd.Trajectory`.
+squared error. For erf heads, ``sampler="reduced"`` draws the mini-batch gradient exactly in law at a
+fraction of the cost (:mod:`slr.reduced`). :func:`sgd` is Figure 5's entry: one head, one oracle.
 
 Key use: ``key`` splits into the test key (one test draw shared by every run, assembled with each
 run's oracle) and the training key (split into one stream per run, or used as is when shared); step t
@@ -30,11 +29,13 @@ from slr.pgd import Trajectory, projected_step, split_lam
 from slr.predictors import PREDICTORS, attention_erf, attention_multihead, get_predictor
 from slr.risk import closed_form
 
-__all__ = ["train", "sgd", "TrainLog", "model", "batch_keys", "fresh_draws", "SAMPLERS"]
+__all__ = ["train", "sgd", "TrainLog", "model", "batch_keys", "fresh_draws", "tie", "SAMPLERS", "TOKEN_NOISE"]
 
 SAMPLERS = ("reduced", "full")
+TOKEN_NOISE = ("independent", "shared")
 _BLOCK = 50  # steps whose draws are made at once (reduced sampler; 50 and 200 measured alike)
 _UNROLL = 4  # inner-loop unrolling of the steps (fig5: 0.33 ms per step of 30 repeats, 1: 0.44 ms)
+_UNROLL_MULTI = 1  # several heads, reduced: unrolling multiplies the compilation time
 _LOGS = ("kappa", "nu", "theta", "eta", "rho", "excess_risk")
 
 
@@ -104,26 +105,44 @@ def _heads_step(k, v, gk, gv, alpha):
     return jax.vmap(projected_step, in_axes=(0, 0, 0, 0, None))(k, v, gk, gv, alpha)
 
 
-def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f, sampler, n_chunks,
-             batch, L):
-    """One run: the iterates (T, H, d) at the logged steps."""
-    d = k0.shape[-1]
-    if sampler == "reduced" and d >= 4:  # d < 4: no 4-D frame, the full draw is as cheap
+def tie(dr, tied):
+    """The draws of :func:`slr.task.draws` with the informative tokens' noise shared when ``tied`` (a
+    bool, traced or not): all take the first one's, as in the authors' code. Traceable, no checks."""
+    Z, J, G, xi = dr
+    if isinstance(tied, bool):  # static: the independent draws untouched (the same program as before)
+        return (Z, J, jnp.broadcast_to(G[:, :1], G.shape), xi) if tied else dr
+    return Z, J, jnp.where(tied, G[:, :1], G), xi
+
+
+def _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H):
+    """(step, noise, unroll) of the reduced samplers: :func:`slr.reduced.reduced_grads` for one head on
+    one location (Figure 5), :func:`slr.reduced.multi_grads` otherwise."""
+    n, d = ks.shape
+    if H == n == 1:
         w = reduced.fallback_directions(d)
-
-        def step(cr, t, nz):
-            gk, gv = reduced.reduced_grads(nz, cr[0][0], cr[1][0], ks[0], vs[0], w, lam_t(t), gamma, L, eps,
-                                           batch)
-            return _heads_step(cr[0], cr[1], gk[None], gv[None], alpha)
-
+        grads = lambda cr, t, nz: (g[None] for g in reduced.reduced_grads(
+            nz, cr[0][0], cr[1][0], ks[0], vs[0], w, lam_t(t), gamma, L, eps, batch))
         noise = lambda t: reduced.reduced_noise(jax.random.fold_in(key, t), d, L, batch)
-        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, _UNROLL, noise=noise,
+    else:
+        grads = lambda cr, t, nz: reduced.multi_grads(nz, cr[0], cr[1], ks, vs, lam_t(t), gamma, eps, tied)
+        noise = lambda t: reduced.multi_noise(jax.random.fold_in(key, t), d, L, batch, 2 * (n + H), H, n, tied)
+    step = lambda cr, t, nz: _heads_step(cr[0], cr[1], *grads(cr, t, nz), alpha)
+    return step, noise, (_UNROLL if H == n == 1 else _UNROLL_MULTI)
+
+
+def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f, sampler, n_chunks,
+             batch, L, tied):
+    """One run: the iterates (T, H, d) at the logged steps."""
+    (H, d), n = k0.shape, ks.shape[0]
+    if sampler == "reduced" and d >= 2 * (n + H):  # else no frame: the full draw is as cheap
+        step, noise, unroll = _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H)
+        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise=noise,
                                 block=_BLOCK)
     grad = jax.grad(partial(_loss, f), argnums=(0, 1))
 
     def body(cr, t):
-        X, y, _ = task.assemble(fresh_draws(key, t, batch=batch, L=L, d=d, n_loc=ks.shape[0]), ks, vs,
-                                gamma=gamma, eps=eps)
+        dr = tie(fresh_draws(key, t, batch=batch, L=L, d=d, n_loc=n), tied)
+        X, y, _ = task.assemble(dr, ks, vs, gamma=gamma, eps=eps)
         gk, gv = grad(cr[0], cr[1], X, y, lam_t(t))
         return _heads_step(cr[0], cr[1], gk, gv, alpha)
 
@@ -131,13 +150,14 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
 
 
 @partial(jax.jit, static_argnames=("f", "sampler", "fn", "n_chunks", "batch", "n_test", "L", "has_rem",
-                                   "shared", "per_run", "batched"))
-def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, *, f, sampler,
-          fn, n_chunks, batch, n_test, L, has_rem, shared, per_run, batched=True):
+                                   "shared", "per_run", "batched", "tied_static"))
+def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, tied, *, f,
+          sampler, fn, n_chunks, batch, n_test, L, has_rem, shared, per_run, batched=True, tied_static=None):
+    tied = tied if tied_static is None else tied_static  # traced for the reduced sampler: one compilation
     lam_t = _loop.lam_fn(fn, lam0, c, jnp.float64)
     run = lambda kk, a, b, s, u: _one_run(kk, a, b, s, u, lam_t, alpha, gamma, eps, log_every,
                                           rem if has_rem else None, f=f, sampler=sampler, n_chunks=n_chunks,
-                                          batch=batch, L=L)
+                                          batch=batch, L=L, tied=tied)
     o = 0 if per_run else None
     if batched:
         K, V = jax.vmap(run, in_axes=(None if shared else 0, 0, 0, o, o))(keys, k0, v0, ks, vs)  # (R, T, H, d)
@@ -149,7 +169,7 @@ def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every,
     dot = lambda a, b: jnp.sum(a[:, :, :, None, :] * b[:, None, None, :, :], axis=-1)  # (R, T, H, n)
     logs = (dot(K, KS), dot(V, VS), dot(V, KS), dot(K, VS), jnp.sum(K * V, axis=-1))
     # one test draw shared by the runs, each assembling its own oracle's samples
-    tdraws = task.draws(key_test, n_test, L=L, d=d, H=ks.shape[-2])
+    tdraws = tie(task.draws(key_test, n_test, L=L, d=d, H=ks.shape[-2]), tied)
     test_set = lambda a, b: task.assemble(tdraws, a, b, gamma=gamma, eps=eps)[:2]
     Xt, yt = jax.vmap(test_set)(ks, vs) if per_run else test_set(ks, vs)
 
@@ -169,14 +189,14 @@ def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every,
 
 def _check_rows(name, x, d=None):
     arr = check_unit_rows(name, x, d, max_ndim=3)
+    shape = "(R, H, d)" if name in ("k0", "v0") else "(n_loc, d) or (R, n_loc, d)"
     if arr.ndim < 2:
-        raise ValueError(f"{name} must have shape {'(R, H, d)' if name in ('k0', 'v0') else '(n_loc, d) or (R, n_loc, d)'}, "
-                         f"got shape {arr.shape}")
+        raise ValueError(f"{name} must have shape {shape}, got shape {arr.shape}")
     return arr
 
 
 def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, eps, log_every,
-          predictor="erf", n_test=1000, shared_draws=False, sampler="full") -> TrainLog:
+          predictor="erf", n_test=1000, shared_draws=False, sampler="full", token_noise="independent") -> TrainLog:
     """Stochastic projected gradient descent on the sphere (Definition 1 on fresh mini-batches).
 
     Args:
@@ -192,8 +212,11 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
             is sum_h f(X, k_h, v_h, lam) (:func:`model`).
         shared_draws: one draw per step for every run (each assembles its own oracle's samples) instead
             of one independent stream per run.
-        sampler: ``"full"`` (the B L d token entries) or ``"reduced"`` (one erf head on one location:
-            :func:`slr.reduced.reduced_grads`, the same law, not the same draws).
+        sampler: ``"full"`` (the B L d token entries) or ``"reduced"`` (erf heads: the same law, not the
+            same draws; :mod:`slr.reduced`).
+        token_noise: ``"independent"`` (Eq. 30: each informative token has its own noise) or
+            ``"shared"`` (the n_loc informative tokens of a sequence share one noise draw, as in the
+            authors' code for Figures 9 and 10), in training and in the test batch.
 
     Returns:
         A :class:`TrainLog` of NumPy arrays.
@@ -219,24 +242,26 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
         raise ValueError(f"k_stars and v_stars must have one shape (n_loc, d) or (R, n_loc, d) with R={R}, "
                          f"got {ks.shape} and {vs.shape}")
     check_int("L", L, lo=ks.shape[-2])
-    if sampler == "reduced" and (H != 1 or ks.shape[-2] != 1 or f is not attention_erf):
-        raise ValueError(f"sampler 'reduced' needs one erf head on one location, got H={H}, "
-                         f"n_loc={ks.shape[-2]}, predictor={predictor!r}")
+    if sampler == "reduced" and f not in (attention_erf, attention_multihead):
+        raise ValueError(f"sampler 'reduced' needs erf heads (Eq. 3 or 31), got predictor={predictor!r}")
+    if token_noise not in TOKEN_NOISE:
+        raise ValueError(f"token_noise must be one of {TOKEN_NOISE}, got {token_noise!r}")
     key_test, keys = batch_keys(key, R, shared_draws)
     return _train(key_test, keys, k0, v0, ks, vs, lam, alpha=alpha, steps=steps, batch=batch, gamma=gamma, L=L,
-                  eps=eps, log_every=log_every, f=f, n_test=n_test, shared=shared_draws, sampler=sampler)
+                  eps=eps, log_every=log_every, f=f, n_test=n_test, shared=shared_draws, sampler=sampler,
+                  tied=token_noise == "shared" and ks.shape[-2] > 1)
 
 
 def _train(key_test, keys, k0, v0, ks, vs, lam, *, alpha, steps, batch, gamma, L, eps, log_every, f, n_test,
-           shared, sampler, batched=True):
+           shared, sampler, batched=True, tied=False):
     fn, lam0, c = split_lam(lam)
     n_chunks, rem = _loop.schedule(int(steps), int(log_every))
     t_log = _loop.log_steps(int(steps), int(log_every))
     lam_log, logs, test, k, v, closed = _core(
         key_test, keys, *map(jnp.asarray, (k0, v0, ks, vs)), lam0, c, float(alpha), float(gamma), float(eps),
-        int(log_every), int(rem or 0), jnp.asarray(t_log), f=f, sampler=sampler, fn=fn, n_chunks=n_chunks,
+        int(log_every), int(rem or 0), jnp.asarray(t_log), bool(tied), f=f, sampler=sampler, fn=fn, n_chunks=n_chunks,
         batch=int(batch), n_test=int(n_test), L=int(L), has_rem=rem is not None, shared=shared,
-        per_run=np.ndim(ks) == 3, batched=batched)
+        per_run=np.ndim(ks) == 3, batched=batched, tied_static=None if sampler == "reduced" else bool(tied))
     out = dict(zip(_LOGS, logs + (test,)), k=k, v=v, lam=lam_log, excess_risk_closed=closed)
     return TrainLog(step=t_log, **{name: None if x is None else np.asarray(x) for name, x in out.items()})
 

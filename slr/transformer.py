@@ -1,5 +1,5 @@
-"""A Transformer layer with a register token (Appendix E.3, Eq. 29), trained on (multiple-)location regression
-(the chapter ``book/transformer.ipynb``). Our reading of Eq. (29), with row vectors (tokens are rows) and ``X~ = [c; X]`` of shape (L+1, d):
+"""A Transformer layer with a register token (Appendix E.3, Eq. 29), trained on (multiple-)location
+regression (``book/transformer.ipynb``). Eq. (29) with tokens as rows and ``X~ = [c; X]`` (L+1, d):
 
     N = LN(X~)                                   layer norm of every token, no learned gain or bias
     A_h = softmax_rows(N K_h Q_h^T N^T / sqrt(p))                      (L+1, L+1), h = 1..H
@@ -8,29 +8,25 @@
     prediction  y_hat = theta^T T(X)_0          linear read-out of the register row
 
 ``c`` is the register ([CLS]) token: i.i.d. N(0, 1/d) entries, drawn once and never trained. Layer norm
-is ``(x - mean(x)) / sqrt(var(x) + 1e-5)`` over the d coordinates of one token. In the bilinear form
-``N K Q^T N^T`` the factor ``K`` (d, p) multiplies the querying row and ``Q`` (d, p) the attended
-tokens; with the paper's initialisation ``Q = 0`` the attended-token factor starts at zero. This is the
-matrix whose first left singular vector the paper calls ``k_hat``: it is the *key-side* weight of the
-layer in the sense that it decides which token is selected. Shapes: ``K_h, Q_h`` (d, p),
+is ``(x - mean(x)) / sqrt(var(x) + 1e-5)`` over one token. ``K`` (d, p) multiplies the querying row and
+``Q`` (d, p) the attended tokens (zero at initialisation): its first left singular vector is ``k_hat``,
+the direction in which the layer selects tokens. Shapes: ``K_h, Q_h`` (d, p),
 ``V_h`` (d, d_v), ``O_h`` (d_v, d) with ``d_v = d / H``; ``W1`` (d, m), ``b1`` (m,), ``W2`` (m, d),
 ``b2`` (d,), ``theta`` (d,). For H = 1, ``O = I`` and it is not trained (the paper's single-head setting);
 initialisation as in Appendix E.3 (:func:`init_params`).
 
-Only the register row enters the prediction, so :func:`predict` computes that row alone: one score
-vector ``u_h = Q_h K_h^T LN(c) / sqrt(p)`` per head, scores ``LN(x_l)^T u_h``, one attention-weighted
-average per head and the MLP on a single row. :func:`forward_full` computes the whole (L+1, d) output
-(for checking). Training (:func:`train`) is deliberately plain SGD (optax) on the unconstrained matrices,
-as in the paper's Appendix E.3, not the projected step of Definition 1 on the sphere that
-:func:`slr.sgd.train` takes for the simplified predictors. Fresh samples at every step (the task's one
-sampler body, :func:`slr.task.draws` and :func:`slr.task.assemble`) are drawn inside one jitted
-``lax.scan``, the repetitions vectorised with ``vmap``; float32 by default, float64 on request.
+Only the register row enters the prediction: :func:`predict` computes it alone from one score vector
+``u_h = Q_h K_h^T LN(c) / sqrt(p)`` per head (:func:`forward_full`: the whole output, for checking).
+:func:`train` is deliberately plain SGD (optax) on the unconstrained matrices, as in Appendix E.3, not
+the sphere step of Definition 1 (:func:`slr.sgd.train`); fresh samples (:func:`slr.task.draws`) at every
+step of one jitted ``lax.scan``, runs vectorised with ``vmap``; float32 by default.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 from functools import partial
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -38,6 +34,7 @@ import numpy as np
 import optax
 
 from slr._validate import check_int, check_key, check_nonneg, check_positive
+from slr.sgd import tie
 from slr.task import assemble, draws, sample_oracle_multi
 
 __all__ = ["TransformerConfig", "FIGURE_8", "FIGURE_10", "init_params", "register_token", "layer_norm",
@@ -72,6 +69,9 @@ class TransformerConfig:
     seed: int = 0
     dtype: str = "float32"
     shared_draws: bool = True        # one draw per step for all runs
+    token_noise: str = "independent"  # "shared": the informative tokens share one noise draw
+    o_variance: Optional[float] = None  # variance of O_h's entries (H > 1); None: 2 / (d / H + d)
+    q_std: float = 0.0               # std of Q's entries at initialisation (the paper's: Q = 0)
 
     def validate(self):
         check_int("L", self.L, lo=self.n_locations)
@@ -87,15 +87,22 @@ class TransformerConfig:
             raise ValueError(f"steps must be a multiple of log_every, got steps={self.steps!r}, "
                              f"log_every={self.log_every!r}")
         check_int("seed", self.seed, lo=0)
-        if self.dtype not in ("float32", "float64"):
-            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
+        for name, ok in (("dtype", ("float32", "float64")), ("token_noise", ("independent", "shared"))):
+            if getattr(self, name) not in ok:
+                raise ValueError(f"{name} must be one of {ok}, got {getattr(self, name)!r}")
+        if self.o_variance is not None:
+            check_positive("o_variance", self.o_variance)
+        check_nonneg("q_std", self.q_std)
         return self
 
 
 #: Figure 8: single-head layer on single-location regression, the paper's parameters.
 FIGURE_8 = TransformerConfig()
-#: Figure 10: two-head layer on two-location regression (our choice of d, repeats and lr, see the chapter).
-FIGURE_10 = TransformerConfig(d=40, p=40, H=2, n_locations=2, repeats=10, lr=0.02, steps=8000)
+#: Figure 10: two-head layer on two-location regression at the authors' settings (their notebook
+#: transformer-multihead.ipynb, PierreMarion23/single-location-regression commit 14e2b06): d = 80, two
+#: heads of width 40, O ~ N(0, 1/d), lr 2e-2, 10 000 steps, 10 runs, shared token noise.
+FIGURE_10 = TransformerConfig(d=80, p=40, H=2, n_locations=2, repeats=10, lr=0.02, steps=10_000,
+                              token_noise="shared", o_variance=1.0 / 80)
 
 
 def register_token(key, d: int, dtype=jnp.float64):
@@ -103,11 +110,13 @@ def register_token(key, d: int, dtype=jnp.float64):
     return jax.random.normal(key, (d,), dtype=dtype) / math.sqrt(d)
 
 
-def init_params(key, *, d: int, p: int, m: int, H: int = 1, dtype=jnp.float64):
+def init_params(key, *, d: int, p: int, m: int, H: int = 1, dtype=jnp.float64, o_variance=None,
+                q_std=0.0):
     """Initial parameters of Eq. (29) (Appendix E.3), a dict of arrays.
 
-    K_h, V_h, W1, W2 ~ N(0, 2/(d_in + d_out)) entrywise; Q = 0; b1 = b2 = 0; theta ~ N(0, 1/d^2);
-    O_h = I when H = 1 (stored, not trained), else N(0, 2/(d_v + d)). Leading axis of K, Q, V, O: heads.
+    K_h, V_h, W1, W2 ~ N(0, 2/(d_in + d_out)) entrywise; Q = 0 (``q_std`` > 0: N(0, q_std^2), a
+    control); b1 = b2 = 0; theta ~ N(0, 1/d^2); O_h = I when H = 1 (stored, not trained), else
+    N(0, o_variance) (default 2/(d_v + d)). Leading axis of K, Q, V, O: heads.
     """
     check_key("key", key)
     d, p, m, H = (check_int(name, x) for name, x in (("d", d), ("p", p), ("m", m), ("H", H)))
@@ -119,8 +128,9 @@ def init_params(key, *, d: int, p: int, m: int, H: int = 1, dtype=jnp.float64):
     def gauss(k, shape, var):
         return jax.random.normal(k, shape, dtype=dtype) * math.sqrt(var)
 
-    O = jnp.eye(d, dtype=dtype)[None] if H == 1 else gauss(kO, (H, dv, d), 2.0 / (dv + d))
-    return {"K": gauss(kK, (H, d, p), 2.0 / (d + p)), "Q": jnp.zeros((H, d, p), dtype=dtype),
+    O = jnp.eye(d, dtype=dtype)[None] if H == 1 else gauss(kO, (H, dv, d), o_variance or 2.0 / (dv + d))
+    Q = jnp.zeros((H, d, p), dtype=dtype) if not q_std else gauss(jax.random.fold_in(kK, 1), (H, d, p), q_std ** 2)
+    return {"K": gauss(kK, (H, d, p), 2.0 / (d + p)), "Q": Q,
             "V": gauss(kV, (H, d, dv), 2.0 / (d + dv)), "O": O,
             "W1": gauss(k1, (d, m), 2.0 / (d + m)), "b1": jnp.zeros((m,), dtype=dtype),
             "W2": gauss(k2, (m, d), 2.0 / (m + d)), "b2": jnp.zeros((d,), dtype=dtype),
@@ -172,11 +182,13 @@ def forward_full(params, c, X):
     return _mlp(params, Z)
 
 
-def draw_batch(key, n: int, k_stars, v_stars, *, L: int, gamma, eps, dtype=jnp.float32):
+def draw_batch(key, n: int, k_stars, v_stars, *, L: int, gamma, eps, dtype=jnp.float32, shared=False):
     """(Multiple-)location regression samples X (n, L, d), y (n,) for k_stars, v_stars (H, d), traceable:
-    with ``dtype=float64`` and the same key exactly :func:`slr.task.sample_multi`'s ``X, y``."""
+    with ``dtype=float64`` and the same key exactly :func:`slr.task.sample_multi`'s ``X, y``; with
+    ``shared`` the informative tokens share one noise draw (:func:`slr.sgd.tie`)."""
     H, d = k_stars.shape
-    return assemble(draws(key, n, L=L, d=d, H=H, dtype=dtype), k_stars, v_stars, gamma=gamma, eps=eps)[:2]
+    return assemble(tie(draws(key, n, L=L, d=d, H=H, dtype=dtype), shared), k_stars, v_stars, gamma=gamma,
+                    eps=eps)[:2]
 
 
 def test_risk(params, c, X, y):
@@ -193,12 +205,10 @@ def key_directions(params):
 def value_directions(params, c, X, *, linearise="jacobian"):
     """v_hat_h (H, d): the direction through which head h's value path maps the attended token to y_hat.
 
-    A token attended by head h with weight a enters the register row as ``a LN(x) V_h O_h``; the
-    prediction is ``theta^T MLP(z0)``. With g = E[grad_{z0} y_hat] the gradient of the read-out
-    through the MLP and its skip connection, averaged over the batch X (``linearise="jacobian"``:
-    g = theta + W1 diag(1[z0 W1 + b1 > 0]) W2 theta), the token's contribution is linearised as
-    ``a LN(x)^T (V_h O_h g)``, so v_hat_h = V_h O_h g / |V_h O_h g|. ``linearise="identity"``
-    replaces ReLU by the identity (g = (I + W1 W2) theta), the cruder variant of the authors' code.
+    A token attended by head h with weight a adds ``a LN(x) V_h O_h`` to the register row; with
+    g = E[grad_{z0} y_hat] = theta + W1 diag(P[z0 W1 + b1 > 0]) W2 theta over the batch X
+    (``linearise="jacobian"``) its contribution is ``a LN(x)^T (V_h O_h g)``: v_hat_h = V_h O_h g normalised.
+    ``linearise="identity"`` reads ReLU as the identity (g = (I + W1 W2) theta), as the authors' code.
     """
     if linearise == "identity":
         g = params["theta"] + params["W1"] @ (params["W2"] @ params["theta"])
@@ -228,9 +238,11 @@ def _setup(key, cfg: TransformerConfig):
     k_oracle, k_init, k_reg, k_test = jax.random.split(key, 4)
     k_stars, v_stars = sample_oracle_multi(k_oracle, cfg.d, cfg.n_locations)
     k_stars, v_stars = k_stars.astype(dt), v_stars.astype(dt)
-    params = init_params(k_init, d=cfg.d, p=cfg.p, m=cfg.m, H=cfg.H, dtype=dt)
+    params = init_params(k_init, d=cfg.d, p=cfg.p, m=cfg.m, H=cfg.H, dtype=dt, o_variance=cfg.o_variance,
+                         q_std=cfg.q_std)
     c = register_token(k_reg, cfg.d, dtype=dt)
-    Xt, yt = draw_batch(k_test, cfg.n_test, k_stars, v_stars, L=cfg.L, gamma=cfg.gamma, eps=cfg.eps, dtype=dt)
+    Xt, yt = draw_batch(k_test, cfg.n_test, k_stars, v_stars, L=cfg.L, gamma=cfg.gamma, eps=cfg.eps, dtype=dt,
+                        shared=cfg.token_noise == "shared")
     return params, c, k_stars, v_stars, Xt, yt
 
 
@@ -259,7 +271,8 @@ def _train(run_keys, data_key, cfg):
 
     def step(carry, key):
         tr, st = carry
-        one_draw = lambda k: draws(k, cfg.batch, L=cfg.L, d=cfg.d, H=cfg.n_locations, dtype=dt)
+        one_draw = lambda k: tie(draws(k, cfg.batch, L=cfg.L, d=cfg.d, H=cfg.n_locations, dtype=dt),
+                                 cfg.token_noise == "shared")
         dr = one_draw(key) if cfg.shared_draws else jax.vmap(one_draw)(jax.random.split(key, cfg.repeats))
         axes = (0, 0, 0, 0, 0, 0, None if cfg.shared_draws else 0)
         return jax.vmap(one_update, in_axes=axes)(tr, st, frozen, c, k_stars, v_stars, dr), None
@@ -273,26 +286,27 @@ def _train(run_keys, data_key, cfg):
                                       jax.random.split(data_key, cfg.steps // cfg.log_every))
     logs = jax.tree.map(lambda a, b: jnp.concatenate([a[:, None], jnp.swapaxes(b, 0, 1)], axis=1), m0, logs)
     sv = jnp.linalg.svd(trained["Q"], compute_uv=False)
-    return {**logs, "Q_singular_values": sv, "k_stars": k_stars, "v_stars": v_stars}
+    vhat = jax.vmap(lambda tr, fr, c, Xt: value_directions({**tr, **fr}, c, Xt[:n_jac]))(trained, frozen, c, Xt)
+    return {**logs, "Q_singular_values": sv, "k_stars": k_stars, "v_stars": v_stars, "Q": trained["Q"],
+            "k_hat": key_directions(trained)[0], "v_hat": vhat}
 
 
-def train(cfg: TransformerConfig = FIGURE_8):
+def train(cfg: TransformerConfig = FIGURE_8, seed=None):
     """Train ``cfg.repeats`` independent layers by single-pass SGD (optax.sgd) on fresh samples.
 
-    Every run sees fresh samples of its own task at every step. With ``cfg.shared_draws`` (the default)
-    the draws of a step (:func:`slr.task.draws`) are shared by the repetitions, each run turning them into
-    samples of its own oracle pair: sampling costs 20 times less. The runs still differ by initialisation,
-    register token, oracle and test batch, but their data streams are coupled.
+    With ``cfg.shared_draws`` the draws of a step are shared by the runs, each turning them into samples
+    of its own oracle (sampling costs ``repeats`` times less; the runs' data streams are coupled).
 
     Returns a dict of NumPy arrays with a leading axis of repetitions: ``steps`` (n_logs,) and, at
     each logged step (every ``log_every`` steps, step 0 included), ``excess_risk`` (test risk minus
     eps^2 on a fixed test batch of ``n_test`` samples), ``k_align`` |<k_hat_h, k_star_j>| (H, n_locations),
     ``v_align`` <v_hat_h, v_star_j> (signed), ``v_align_identity`` and ``sv_ratio`` sigma_1/sigma_2 of
-    Q_h; at the end ``Q_singular_values`` (H, min(d, p)).
+    Q_h; at the end ``Q_singular_values`` (H, min(d, p)), ``Q`` (H, d, p), ``k_hat`` and ``v_hat`` (H, d). ``seed`` replaces ``cfg.seed``
+    (:func:`slr.experiments.run` calls ``train(cfg, seed)``).
     """
     if not isinstance(cfg, TransformerConfig):
         raise ValueError(f"cfg must be a TransformerConfig, got {type(cfg).__name__}")
-    cfg.validate()
+    cfg = (cfg if seed is None else dataclasses.replace(cfg, seed=int(seed))).validate()
     run_key, data_key = jax.random.split(jax.random.key(cfg.seed))
     out = jax.tree.map(np.asarray, _train(jax.random.split(run_key, cfg.repeats), data_key, cfg))
     out["steps"] = np.arange(0, cfg.steps + 1, cfg.log_every)

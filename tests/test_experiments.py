@@ -42,7 +42,7 @@ def test_run_sgd_override(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("name,over,match", [
-    ("fig9", {}, "name must be one of"),
+    ("fig99", {}, "name must be one of"),
     ("fig4a", {"stepz": 3}, "unknown override"),
     ("fig4a", {"steps": 0}, "steps"),
     ("fig4a", {"alpha": -1.0}, "alpha"),
@@ -100,3 +100,24 @@ def test_open_small_runs(tmp_path, monkeypatch):
     assert dm["kappa"].shape == (2, 2, 5) and np.all(np.isfinite(dm["excess_risk"]))
     mh = E.run("open-angle", steps=20, repeats=1, log_every=10, lam_freeze=10, n_test=20, d=8)
     assert mh["kappa"].shape == (3, 3, 2, 2) and list(mh["phi_deg"]) == [90.0, 60.0, 30.0]
+
+
+# --- Appendix E.3 (the transformer chapter) ---------------------------------------------------------
+
+def test_fig9_is_the_authors_setting():
+    """Figure 9 as in the authors' notebook toy-multihead.ipynb (commit 14e2b06)."""
+    c = E.config("fig9")
+    assert (c.H, c.n_locations, c.d, c.L, c.gamma ** 2, c.eps) == (2, 2, 80, 10, pytest.approx(0.5), 0.1)
+    assert (c.batch, c.steps, c.alpha, c.repeats, c.sampler, c.shared_draws) == (5, 100_000, 1e-3, 20, "reduced", False)
+    # lambda_t = 2 / (1 + 2e-4 t) up to t = 25 000, then 2 / 6 = 1/3
+    assert (c.lam0, c.lam_decay, c.lam_freeze) == (2.0, 2e-4, 25_000)
+    with pytest.raises(ValueError, match="token_noise"):
+        E.config("fig9", token_noise="tied")
+
+
+@pytest.mark.parametrize("token_noise", ["independent", "shared"])
+def test_run_fig9_small_override(tmp_path, monkeypatch, token_noise):
+    monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
+    log = E.run("fig9", d=12, steps=300, repeats=2, log_every=100, n_test=64, token_noise=token_noise)
+    assert log.kappa.shape == (2, 4, 2, 2) and log.k.shape == (2, 2, 12)
+    assert np.all(np.isfinite(log.excess_risk))

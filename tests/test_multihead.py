@@ -15,7 +15,7 @@ def test_short_training_lowers_the_risk():
     out = M.train(SMALL)
     assert out.excess_risk.shape == (2, 3) and out.kappa.shape == (2, 3, 2, 2) and out.k.shape == (2, 2, 20)
     assert np.all(out.excess_risk[:, -1] < 0.7 * out.excess_risk[:, 0])
-    # lambda_t = 2 / (1 + 3e-4 min(t, 10000)) at the logged steps 0, 1000, 2000
+    # lambda_t = 2 / (1 + 3e-4 min(t, 10000)) at the logged steps 0, 1000, 2000 (the short schedule)
     np.testing.assert_allclose(out.lam, [2.0, 2 / 1.3, 2 / 1.6])
 
 
@@ -34,3 +34,27 @@ def test_validation():
     with pytest.raises(ValueError, match="k_stars"):
         ks, vs = task.sample_oracle_multi(jax.random.key(0), 20, 2)
         M.train(SMALL, oracles=(ks[None].repeat(3, 0), vs[None].repeat(3, 0)))
+
+
+def test_end_states_of_the_authors_finals():
+    """The rule reads the authors' 20 printed finals as 5 separated, 10 collapsed, 4 without alignment
+    and 1 mixed (their run 12: heads at 0.43 / 0.39 on different keys, 0.21 / 0.22 on the others)."""
+    s = M.end_states(M.AUTHORS_FIG9_FINALS)
+    assert np.bincount(s, minlength=4).tolist() == [5, 10, 4, 1] and s[11] == 3
+    # the rule is symmetric in the heads and in the locations
+    assert np.array_equal(M.end_states(M.AUTHORS_FIG9_FINALS[:, ::-1]), s)
+    assert np.array_equal(M.end_states(M.AUTHORS_FIG9_FINALS[:, :, ::-1]), s)
+    assert M.end_states(np.array([[0.5, 0.1], [0.1, 0.5]])) == 0
+    assert M.end_states(np.array([[0.5, 0.1], [0.5, 0.1]])) == 1
+    assert M.end_states(np.array([[0.4, 0.4], [0.4, 0.4]])) == 3
+    with pytest.raises(ValueError, match="kappa"):
+        M.end_states(np.zeros((3, 2)))
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="token_noise"):
+        dataclasses.replace(M.AUTHORS, token_noise="tied").validate()
+    with pytest.raises(ValueError, match="sampler"):
+        dataclasses.replace(M.AUTHORS, sampler="fast").validate()
+    with pytest.raises(ValueError, match="lam_freeze"):
+        dataclasses.replace(M.AUTHORS, lam_freeze=-1).validate()

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from slr import task
+from slr import predictors, task
 from slr import pgd as P, reduced as RD, sgd as S
 
 GAMMA = math.sqrt(0.5)
@@ -96,3 +96,115 @@ def test_reduced_sampler_degenerate_span_no_nan(d):
     assert np.all(np.abs(np.asarray(tr.kappa)) <= 1 + 1e-12)
     # the fallback directions are orthonormal to k*, v* and the step still moves off span{k*, v*}
     assert np.max(np.abs(np.asarray(tr.kappa[0, 1:]))) < 1.0
+
+
+# --- several heads on several locations (Eq. 31 on Eq. 30): slr.reduced.multi_grads ---------------
+
+def _two_heads(d, seed):
+    """Two-location oracles and two generic unit heads (off every special set)."""
+    ks, vs = task.sample_oracle_multi(jax.random.key(seed), d, 2)
+    g = jax.random.normal(jax.random.key(seed + 1), (4, d))
+    k = 0.5 * ks + 0.2 * vs[::-1] + 0.4 * g[:2] / np.linalg.norm(g[:2], axis=1, keepdims=True)
+    v = 0.3 * vs - 0.2 * ks + 0.5 * g[2:] / np.linalg.norm(g[2:], axis=1, keepdims=True)
+    return ks, vs, k / jnp.linalg.norm(k, axis=1, keepdims=True), v / jnp.linalg.norm(v, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_multi_deterministic_parts_agree_with_the_full_draw(shared):
+    """On one full draw (informative tokens at positions 0, 1), the frame coordinates give the labels,
+    the in-span gradients, and the out-of-span gradients sum_bl coef_bl (I - P) X_bl, to 1e-12."""
+    d, L, B, lam, eps = 12, 5, 3, 0.7, 0.1
+    ks, vs, k, v = _two_heads(d, 60)
+    Q = RD.frame(jnp.concatenate([ks, vs, k, v]))
+    np.testing.assert_allclose(Q @ Q.T, np.eye(8), atol=1e-13)
+    Z, _, G, xi = task.draws(jax.random.key(61), B, L=L, d=d, H=2)
+    G = jnp.broadcast_to(G[:, :1], G.shape) if shared else G
+    X, y, _ = task.assemble((Z, jnp.tile(jnp.arange(2), (B, 1)), G, xi), ks, vs, gamma=GAMMA, eps=eps)
+    gk, gv = jax.grad(lambda a, b: jnp.mean((y - predictors.attention_multihead(X, a, b, lam)) ** 2),
+                      argnums=(0, 1))(k, v)
+    # the frame coordinates of the tokens, recentred and rescaled, are the draws of multi_coordinates
+    Gc = (X @ Q.T - jnp.zeros((B, L, 8)).at[:, :2].set(math.sqrt(d / 2) * ks @ Q.T)) \
+        / jnp.where(jnp.arange(L) < 2, GAMMA, 1.0)[:, None]
+    C, sig, y2 = RD.multi_coordinates(Q, ks, vs, Gc, xi, GAMMA, eps)
+    np.testing.assert_allclose(C, X @ Q.T, atol=1e-12)
+    np.testing.assert_allclose(y2, y, atol=1e-12)
+    gki, gvi, coef = RD.multi_in_span(Q, C, y, k, v, lam)
+    P_ = Q.T @ Q
+    np.testing.assert_allclose(gki, gk @ P_, atol=1e-12)
+    np.testing.assert_allclose(gvi, gv @ P_, atol=1e-12)
+    out = jnp.einsum("blh,bld->hd", coef, X - X @ P_)
+    np.testing.assert_allclose(out[:2], gk - gk @ P_, atol=1e-12)
+    np.testing.assert_allclose(out[2:], gv - gv @ P_, atol=1e-12)
+    if shared:  # the two informative tokens share their noise, in and out of the span
+        np.testing.assert_allclose(X[:, 0] - X[:, 1], np.broadcast_to(math.sqrt(d / 2) * (ks[0] - ks[1]), (B, d)),
+                                   atol=1e-12)
+
+
+def _multi_step_projections(sampler, key, ks, vs, k, v, n, dirs, *, shared, lam, L, eps, batch):
+    """n draws of the mini-batch gradients of two heads, projected on ``dirs``: shape (n, 4 len(dirs))."""
+    d = ks.shape[1]
+    grad = jax.grad(lambda a, b, X, y: jnp.mean((y - predictors.attention_multihead(X, a, b, lam)) ** 2),
+                    argnums=(0, 1))
+
+    def one(kk):
+        if sampler == "reduced":
+            nz = RD.multi_noise(kk, d, L, batch, 8, 2, 2, shared)
+            gk, gv = RD.multi_grads(nz, k, v, ks, vs, lam, GAMMA, eps, shared)
+        else:  # task.draws: random distinct positions (the reduced sampler puts them at 0 and 1)
+            Z, J, G, xi = task.draws(kk, batch, L=L, d=d, H=2)
+            G = jnp.broadcast_to(G[:, :1], G.shape) if shared else G
+            gk, gv = grad(k, v, *task.assemble((Z, J, G, xi), ks, vs, gamma=GAMMA, eps=eps)[:2])
+        return jnp.concatenate([gk, gv]) @ dirs.T
+
+    return np.asarray(jax.jit(jax.vmap(one))(jax.random.split(key, n))).reshape(n, -1)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_multi_one_step_gradient_law(shared):
+    """Mean and covariances of the four gradients (two heads), projected on 4 directions in the span,
+    2 out of it and 1 across, agree between the reduced and the full draw (20 000 draws each).
+    28 projections: 28 means and 406 covariances, two-sided |z| < 5.3 each: a true claim fails with
+    probability below 434 * 1.2e-7 = 5e-5 (union bound; z approximately normal at n = 20 000)."""
+    d, L, n = 12, 4, 20000
+    ks, vs, k, v = _two_heads(d, 62)
+    Q = RD.frame(jnp.concatenate([ks, vs, k, v]))
+    g = jax.random.normal(jax.random.key(63), (2, d))
+    out = g - (g @ Q.T) @ Q
+    out = out / jnp.linalg.norm(out, axis=1, keepdims=True)
+    dirs = jnp.concatenate([Q[4:], out, (Q[6] + out[0])[None] / math.sqrt(2)])  # 4 in, 2 out, 1 across
+    kw = dict(shared=shared, lam=0.8, L=L, eps=0.3, batch=3)
+    a = _multi_step_projections("reduced", jax.random.key(64), ks, vs, k, v, n, dirs, **kw)
+    b = _multi_step_projections("full", jax.random.key(65), ks, vs, k, v, n, dirs, **kw)
+    assert np.all(np.isfinite(a)) and a.shape == (n, 28)
+    z_mean = (a.mean(0) - b.mean(0)) / np.sqrt(a.var(0) / n + b.var(0) / n)
+    i, j = np.triu_indices(a.shape[1])
+    ca, cb = ((x - x.mean(0))[:, i] * (x - x.mean(0))[:, j] for x in (a, b))
+    z_cov = (ca.mean(0) - cb.mean(0)) / np.sqrt(ca.var(0) / n + cb.var(0) / n)
+    assert np.max(np.abs(z_mean)) < 5.3 and np.max(np.abs(z_cov)) < 5.3, (np.abs(z_mean).max(), np.abs(z_cov).max())
+    # the test has power: the other noise variant is told apart (covariances across the two heads)
+    c = _multi_step_projections("full", jax.random.key(66), ks, vs, k, v, n, dirs, **dict(kw, shared=not shared))
+    cc = (c - c.mean(0))[:, i] * (c - c.mean(0))[:, j]
+    assert np.max(np.abs((ca.mean(0) - cc.mean(0)) / np.sqrt(ca.var(0) / n + cc.var(0) / n))) > 8
+
+
+@pytest.mark.parametrize("token_noise", ["independent", "shared"])
+def test_multi_short_trajectories_match_full(token_noise):
+    """Two heads, 300 steps of stochastic PGD (160 runs): the final overlaps and excess risks have the
+    same means under both samplers (two-sample |z| < 4.5 for 6 statistics: a true claim fails with
+    probability below 6 * 6.8e-6 = 4e-5), and the runs moved away from their start."""
+    d, R = 10, 160
+    ks, vs = task.sample_oracle_multi(jax.random.key(70), d, 2)
+    k0, v0 = P.init_sphere(jax.random.key(71), d, R, H=2)
+    kw = dict(lam=P.InverseTime(1.0, 1e-3), alpha=5e-2, steps=300, batch=3, gamma=GAMMA, L=4, eps=0.1,
+              log_every=150, n_test=200, token_noise=token_noise)
+    red = S.train(jax.random.key(72), k0, v0, ks, vs, sampler="reduced", **kw)
+    full = S.train(jax.random.key(73), k0, v0, ks, vs, sampler="full", **kw)
+    stats = lambda lg: {"|kappa|": np.abs(lg.kappa[:, -1]).mean((-1, -2)), "|nu|": np.abs(lg.nu[:, -1]).mean((-1, -2)),
+                        "kappa11": lg.kappa[:, -1, 0, 0], "nu22": lg.nu[:, -1, 1, 1], "rho": lg.rho[:, -1, 0],
+                        "risk": lg.excess_risk[:, -1]}
+    sr, sf = stats(red), stats(full)
+    for f in sr:
+        a, b = sr[f], sf[f]
+        z = (a.mean() - b.mean()) / np.sqrt(a.var() / R + b.var() / R)
+        assert abs(z) < 4.5, (f, z)
+    assert np.mean(np.abs(red.kappa[:, -1] - red.kappa[:, 0])) > 2e-2

@@ -145,7 +145,8 @@ def test_any_predictor_lowers_the_risk():
 
 _BAD = {"alpha": [0.0, -1.0, float("nan")], "batch": [0, 2.5, True], "steps": [0, -3, 1.5],
         "log_every": [0, 2.0], "n_test": [0, -1], "gamma": [0.0, -0.5, float("inf")], "eps": [-0.1],
-        "L": [0, 1], "predictor": ["gelu", 3], "sampler": ["fast", None], "shared_draws": [1, "yes"]}
+        "L": [0, 1], "predictor": ["gelu", 3], "sampler": ["fast", None], "shared_draws": [1, "yes"],
+        "token_noise": ["tied", None]}
 
 
 @settings(max_examples=30, deadline=None)
@@ -168,5 +169,5 @@ def test_train_shape_validation(small):
         S.train(jax.random.key(0), k0, v0, np.repeat(ks[None], 2, 0), np.repeat(vs[None], 2, 0), **KW)
     with pytest.raises(ValueError, match="unit norm"):
         S.train(jax.random.key(0), 2 * k0, v0, ks, vs, **KW)
-    with pytest.raises(ValueError, match="reduced"):
-        S.train(jax.random.key(0), k0, v0, ks, vs, sampler="reduced", **KW)
+    with pytest.raises(ValueError, match="reduced"):  # the reduced samplers know erf heads only
+        S.train(jax.random.key(0), k0, v0, ks, vs, sampler="reduced", predictor="relu", **KW)

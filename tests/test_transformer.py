@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from slr import transformer as T
-from slr.task import sample_multi, sample_oracle_multi
+from slr.task import draws, sample_multi, sample_oracle_multi
 
 
 def _params(H=1, dtype=jnp.float64, d=16, p=12, m=20):
@@ -113,3 +113,61 @@ def test_init_validation():
     params, c, X = _params()
     with pytest.raises(ValueError, match="linearise must"):
         T.value_directions(params, c, X, linearise="relu")
+
+
+def test_figure_10_is_the_authors_setting():
+    """transformer-multihead.ipynb (PierreMarion23/single-location-regression, commit 14e2b06)."""
+    c = T.FIGURE_10
+    assert (c.d, c.p, c.H, c.n_locations, c.lr, c.batch, c.steps, c.repeats) == (80, 40, 2, 2, 0.02, 128, 10_000, 10)
+    assert c.token_noise == "shared" and c.o_variance == 1 / 80 and c.q_std == 0.0
+    O = np.asarray(T.init_params(jax.random.key(11), d=80, p=40, m=200, H=2, o_variance=1 / 80)["O"]).ravel()
+    assert abs(O.var() - 1 / 80) < 5 * (1 / 80) * np.sqrt(2 / O.size)
+
+
+def test_shared_token_noise():
+    """With shared noise the two informative tokens differ by sqrt(d/2) (k*_1 - k*_2) exactly."""
+    ks, vs = sample_oracle_multi(jax.random.key(12), 16, 2)
+    key = jax.random.key(13)
+    X, y = T.draw_batch(key, 6, ks, vs, L=7, gamma=0.7, eps=0.1, dtype=jnp.float64, shared=True)
+    J = np.asarray(draws(key, 6, L=7, d=16, H=2)[1])
+    rows = np.arange(6)
+    np.testing.assert_allclose(X[rows, J[:, 0]] - X[rows, J[:, 1]], np.broadcast_to(np.sqrt(8) * (ks[0] - ks[1]), (6, 16)),
+                               atol=1e-12)
+    X2, y2 = T.draw_batch(key, 6, ks, vs, L=7, gamma=0.7, eps=0.1, dtype=jnp.float64)
+    assert np.max(np.abs(X2[rows, J[:, 0]] - X2[rows, J[:, 1]] - np.sqrt(8) * (ks[0] - ks[1]))) > 0.1
+
+
+def test_register_row_training_equals_full_layer_training():
+    """20 plain SGD steps through the register-row rewrite and through the full layer (float64, Q = 0
+    at the start, two heads) reach the same parameters to 1e-10."""
+    params = T.init_params(jax.random.key(14), d=12, p=6, m=10, H=2)
+    c = T.register_token(jax.random.key(15), 12)
+    ks, vs = sample_oracle_multi(jax.random.key(16), 12, 2)
+    full = lambda pr, X, y: jnp.mean((T.forward_full(pr, c, X)[:, 0] @ pr["theta"] - y) ** 2)
+    row = lambda pr, X, y: T.test_risk(pr, c, X, y)
+
+    def run(loss):
+        pr = params
+        for t in range(20):
+            X, y = T.draw_batch(jax.random.key(100 + t), 16, ks, vs, L=5, gamma=0.7, eps=0.1, dtype=jnp.float64)
+            pr = jax.tree.map(lambda a, g: a - 0.1 * g, pr, jax.grad(loss)(pr, X, y))
+        return pr
+
+    a, b = run(row), run(full)
+    assert float(jnp.max(jnp.abs(a["Q"]))) > 1e-3  # the scores moved
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], atol=1e-10, rtol=0, err_msg=name)
+
+
+def test_query_side_weight_stays_rank_one():
+    """The chapter's proposition: Q = 0 at the start, a fixed register and plain SGD keep every Q_h of
+    rank one (sigma_2 / sigma_1 at float64 round-off); from a random Q_0 it is not."""
+    cfg = dataclasses.replace(T.FIGURE_10, d=16, p=8, m=16, steps=200, log_every=100, repeats=2, n_test=64,
+                              dtype="float64")
+    out = T.train(cfg)
+    sv = out["Q_singular_values"]
+    assert sv.shape == (2, 2, 8) and np.all(sv[..., 0] > 1e-3)
+    assert np.max(sv[..., 1] / sv[..., 0]) < 1e-10
+    assert out["k_hat"].shape == out["v_hat"].shape == (2, 2, 16) and out["Q"].shape == (2, 2, 16, 8)
+    sv_ctrl = T.train(dataclasses.replace(cfg, q_std=0.05))["Q_singular_values"]
+    assert np.min(sv_ctrl[..., 1] / sv_ctrl[..., 0]) > 1e-2
