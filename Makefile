@@ -18,7 +18,10 @@ export JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES := 0
 UNIT   := $(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py -n auto
 # Every chapter under nbval, once: tests/nbval_cache.py files each chapter that passes, with its outputs, into
 # the book's jupyter-cache, so the book build that follows renders it without executing it again.
-NBVAL  := $(BIN)/python -m pytest --nbval-lax book -q -p tests.nbval_cache
+# The chapters run two at a time (pytest-xdist, one notebook per worker, `--dist loadfile`), the costliest
+# first so that no long chapter starts last.
+HEAVY  := transformer related beyond_open_questions pgd beyond_linear_attention beyond_activations probe proofs
+NBVAL  := $(BIN)/python -m pytest --nbval-lax $(HEAVY:%=book/%.ipynb) book -q -p tests.nbval_cache -n 2
 
 define COURSE
 	@mkdir -p _build/course
