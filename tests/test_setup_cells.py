@@ -26,7 +26,10 @@ def setup_cell():
 
 def test_setup_cell_installs_from_the_books_repository():
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
-    assert f"slr @ git+{url}" in setup_cell()
+    assert f"slr[book] @ git+{url}" in setup_cell()   # with what the chapters import (pyproject extra)
+    import tomllib
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {"myst-nb", "ipywidgets", "scikit-learn"} <= {re.split(r"[<>=\[ ]", r)[0] for r in extras["book"]}
 
 
 def test_launch_buttons_for_binder_and_colab():
