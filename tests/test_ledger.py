@@ -42,7 +42,8 @@ def test_every_label_of_the_map_is_stated_in_its_chapter():
     def labels(doc):
         path = ROOT / (doc + ".ipynb")
         text = path.read_text() if path.exists() else (ROOT / (doc + ".md")).read_text()
-        return set(re.findall(r":label: ([\w.-]+)", text)) | set(re.findall(r"\(([\w.-]+)\)=", text))
+        return (set(re.findall(r":label: ([\w.-]+)", text)) | set(re.findall(r"\(([\w.-]+)\)=", text))
+                | set(re.findall(r'"name": "([\w.-]+)"', text)))   # a figure's name (cell metadata)
     wrong = [(rid, doc, lab) for rid, (_, _, doc, lab) in paper_map.RESULTS.items()
              if lab is not None and lab not in labels(doc)]
     assert not wrong, f"labels not stated in their chapter: {wrong}"

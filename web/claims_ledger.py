@@ -190,20 +190,29 @@ def _svg(source: str) -> str:
 
 
 def _backlinks(app, doctree, docname, by):
-    """Under each statement block of a numbered result, a link to its section of the ledger."""
+    """Under each statement block of a numbered result, and in the caption of each regenerated figure of
+    the paper, a link to its section of the ledger."""
     labels = {label: rid for rid, (_, _, doc, label) in paper_map.RESULTS.items() if label and doc == docname}
     done = set()
     for node in list(doctree.findall(nodes.Element)):
         hit = [labels[i] for i in node.get("ids", []) if i in labels and labels[i] not in done]
-        if not hit or not type(node).__module__.startswith("sphinx_proof") or node.tagname == "proof_node":
+        figure = isinstance(node, nodes.figure)
+        if not hit or not (figure or type(node).__module__.startswith("sphinx_proof")) \
+                or node.tagname == "proof_node":
             continue
         rid = hit[0]
         done.add(rid)
         cl = by.get(rid, [])
-        para = nodes.paragraph(classes=["claims-backlink"])
-        para += nodes.reference(text=f"Checked claims: {len(cl)} ({WORDS[_status(cl)]})",
-                                refuri=_uri(app, docname, LEDGER_DOC, f"claims-{rid}"))
-        node += para
+        link = nodes.reference(text=f"Checked claims: {len(cl)} ({WORDS[_status(cl)]})",
+                               refuri=_uri(app, docname, LEDGER_DOC, f"claims-{rid}"))
+        caption = next(iter(node.findall(nodes.caption)), None) if figure else None
+        if caption is not None:
+            caption += nodes.Text(" ")
+            caption += link
+        else:
+            para = nodes.paragraph(classes=["claims-backlink"])
+            para += link
+            node += para
 
 
 def fill(app, doctree, docname):
