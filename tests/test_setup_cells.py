@@ -26,7 +26,8 @@ def setup_cell():
 
 def test_setup_cell_installs_from_the_books_repository():
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
-    assert f"slr[book] @ git+{url}" in setup_cell()   # with what the chapters import (pyproject extra)
+    cell = setup_cell()   # installs slr with what the chapters import (the pyproject extra `book`)
+    assert f'url = "{url}"' in cell and 'f"slr[book] @ git+{url}"' in cell
     import tomllib
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert {"myst-nb", "ipywidgets", "scikit-learn"} <= {re.split(r"[<>=\[ ]", r)[0] for r in extras["book"]}
