@@ -16,11 +16,12 @@ from slr import manifold, risk
 __all__ = ["COLORS", "MAX_WIDTH", "MIN_FONT_PT", "use_style", "band", "new_figure", "label_panels",
            "token_bars", "risk_panel", "phase_portrait", "section5_figure"]
 
-# Figures are drawn for the page: at most MAX_WIDTH inches wide (the text column is about 780 px and
-# figures render at figure.dpi = 110), so the page never shrinks them, and no text smaller than
-# MIN_FONT_PT points (8 pt at 110 dpi is 12 px: the body's small print). tests/test_browser.py checks
+# Figures are drawn for the page: at most MAX_WIDTH inches wide (the text column is about 660 px at a
+# desktop width of 1280 px, and figures render at figure.dpi = 110, so 5.8 in is 638 px), so the page
+# never shrinks them, and no text smaller than MIN_FONT_PT points (8 pt at 110 dpi is 12.2 px: the
+# body's small print). tests/test_browser.py checks
 # both on every figure of the built book; tests/test_plotting.py checks the code.
-MAX_WIDTH = 7.0
+MAX_WIDTH = 5.8
 MIN_FONT_PT = 8
 
 COLORS = {

@@ -47,6 +47,7 @@ REQUIRED = os.environ.get("SLR_BROWSER_TEST") == "1"
 LOCAL_HOSTS = {"127.0.0.1"}
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
 SMALL_PRINT = 0.75  # the body's small print, as a fraction of the body's font size
+MAX_SHOT = 16_000   # px: a screenshot keeps the first 16 000 px of a page (JPEG and Chromium limits)
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -230,7 +231,9 @@ def _open_all(server, browser, width):
             rec.update(page.evaluate(PAGE_CHECK))
             page.wait_for_timeout(200)  # late console messages (widget rendering, MathJax menu)
             shot = SCREENS / width / (rel.replace("/", "__").removesuffix(".html") + ".jpg")
-            page.screenshot(path=str(shot), full_page=True, type="jpeg", quality=45)
+            height = page.evaluate("document.documentElement.scrollHeight")
+            clip = {"x": 0, "y": 0, "width": WIDTHS[width][0], "height": min(height, MAX_SHOT)}
+            page.screenshot(path=str(shot), full_page=True, clip=clip, type="jpeg", quality=45)
             rec["screenshot"] = shot
         page.close()
         out[rel] = rec

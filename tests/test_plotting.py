@@ -75,7 +75,7 @@ def test_new_figure_is_laid_out_for_the_page():
     assert ax.shape == (3, 3) and fig.get_figwidth() == plotting.MAX_WIDTH
     plt.close(fig)
     fig, ax = plotting.new_figure(1, 2)
-    assert ax.shape == (2,) and fig.get_figwidth() == 3.2 * 2 + 0.6
+    assert ax.shape == (2,) and fig.get_figwidth() == min(3.2 * 2 + 0.6, plotting.MAX_WIDTH)
     plt.close(fig)
 
 

@@ -31,6 +31,8 @@ RESULTS = {
     "lemma-16": ("Lemma 16", "bounds on the Gaussian-erf functions", "book/proofs", "lem-16"),
     "lemma-17": ("Lemma 17", "properties of zeta", "book/proofs", "lem-17"),
     "lemma-18": ("Lemma 18", "Gaussian-erf identities", "book/proofs", "lem-18"),
+    "eq-29": ("Eq. (29)", "a Transformer layer with a register token", "book/transformer", None),
+    "eq-30": ("Eq. (30)", "regression on several locations", "book/transformer", None),
     "fig-1b": ("Fig. 1(b)", "probing [CLS] on sentiment", "book/probe", "fig-paper-1b"),
     "fig-3": ("Fig. 3", "linear against attention", "book/linear", "fig-paper-3"),
     "fig-4a": ("Fig. 4(a)", "PGD from a uniform start", "book/pgd", "fig-paper-4a"),
@@ -45,6 +47,7 @@ RESULTS = {
 
 USES = [
     ("sec-2.1", "eq-1"), ("eq-1", "eq-2"), ("eq-2", "eq-3"), ("eq-3", "thm-1"), ("sec-2.1", "prop-3"),
+    ("eq-29", "fig-8"), ("eq-29", "fig-10"), ("eq-30", "fig-9"), ("eq-30", "fig-10"),
     ("sec-2.2", "fig-1b"), ("assumption-1", "thm-1"),
     ("lemma-18", "lemma-6"), ("lemma-18", "prop-15"), ("lemma-17", "lemma-18"),
     ("lemma-6", "thm-1"), ("assumption-1", "lemma-6"), ("assumption-1", "prop-3"),
