@@ -31,8 +31,8 @@ def toc_notebooks():
     return [ROOT / (f + ".ipynb") for f in toc_files() if (ROOT / (f + ".ipynb")).exists()]
 
 
-# Chapters whose checks are not yet claims (slr.claims): the chapters that issues 15 and 16 rewrite.
-# The set may only shrink; a chapter leaves it when its last bare assert becomes a checked claim.
+# Chapters whose checks are not yet claims (slr.claims): none since issues 15 and 16. The set may only
+# shrink; a chapter leaves it when its last bare assert becomes a checked claim.
 CLAIMS_PENDING: set[str] = set()
 # Results of the paper's map that no claim checks yet: the figures of the pending chapter.
 RESULTS_PENDING: set[str] = set()
