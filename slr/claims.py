@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = ["ClaimError", "Test", "close", "below", "above", "between", "at_least", "at_most",
-           "abs_below", "wilson", "start", "check", "claims_dir", "load", "Claim"]
+           "abs_below", "wilson", "start", "stop", "current_chapter", "check", "claims_dir", "load", "Claim"]
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -172,7 +172,18 @@ def start(chapter: str) -> Path:
     path = claims_dir() / f"{chapter}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("[]\n")
+    (claims_dir() / "figures" / f"{chapter}.json").unlink(missing_ok=True)  # slr.figcheck's records
     return path
+
+
+def stop() -> None:
+    """Stop recording: claims and figure checks belong to no chapter until the next :func:`start`."""
+    _state.update(chapter=None, ids=set())
+
+
+def current_chapter() -> str | None:
+    """The chapter whose claims are being recorded (:func:`start`), or None outside a chapter."""
+    return _state["chapter"]
 
 
 def _plain(x):

@@ -11,7 +11,7 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 
-from slr import manifold, risk
+from slr import figcheck, manifold, risk
 
 __all__ = ["COLORS", "MAX_WIDTH", "MIN_FONT_PT", "use_style", "band", "new_figure", "label_panels",
            "token_bars", "risk_panel", "phase_portrait", "section5_figure"]
@@ -96,8 +96,12 @@ def new_figure(nrows=1, ncols=1, *, width=None, height=None, **kw):
         ax = ax.ravel()
         for extra in ax[ncols:]:
             extra.remove()
+        fig.canvas.mpl_connect("draw_event", figcheck.record)
         return fig, ax[:ncols]
-    return plt.subplots(nrows, ncols, figsize=(min(width, MAX_WIDTH), height), constrained_layout=True, **kw)
+    fig, ax = plt.subplots(nrows, ncols, figsize=(min(width, MAX_WIDTH), height), constrained_layout=True,
+                           **kw)
+    fig.canvas.mpl_connect("draw_event", figcheck.record)  # is any data under a legend? (slr.figcheck)
+    return fig, ax
 
 
 def label_panels(axes, labels="abcdefgh"):

@@ -17,7 +17,7 @@ HTML = ROOT / "_build" / "html"
 sys.path.insert(0, str(ROOT / "web"))
 import paper_map  # noqa: E402
 
-from slr import claims  # noqa: E402
+from slr import claims, figcheck  # noqa: E402
 
 if os.environ.get("SLR_BROWSER_TEST") != "1":
     pytest.skip("runs after the book build (make test sets SLR_BROWSER_TEST=1)", allow_module_level=True)
@@ -85,3 +85,14 @@ def test_ledger_page_lists_every_result_and_draws_the_map():
     for href in links:
         target = (HTML / "book" / href.split("#")[0]).resolve()
         assert target.exists(), f"the map links to a missing page: {href}"
+
+
+def test_no_legend_covers_data():
+    """Every figure the chapters drew while they executed was measured (slr.figcheck, connected by
+    slr.plotting.new_figure): no legend lies over a line, a band, markers, bars or an image. The
+    detector's controls (legends deliberately over data) are in tests/test_figcheck.py."""
+    recorded = figcheck.load()
+    assert sum(len(r) for r in recorded.values()) >= 20, "the chapters recorded almost no figure"
+    bad = [(chapter, rec["figure"], leg["axes_title"], leg["covered"]) for chapter, recs in recorded.items()
+           for rec in recs if rec for leg in rec["legends"] if leg["covered"]]
+    assert not bad, f"legends over data (chapter, figure, panel title, points covered): {bad}"
