@@ -66,7 +66,7 @@ def test_colab_like_venv_runs_every_chapter(tmp_path):
     vpy = VENV / "bin" / "python"
     subprocess.run([vpy, "-m", "pip", "install", "-q", *_pins(COLAB)], check=True, env=env)
     probe = subprocess.run([vpy, "-c", "import importlib.util as u; print(u.find_spec('slr'), "
-                            "u.find_spec('myst_nb'))"], env=env, capture_output=True, text=True)
+                            "u.find_spec('myst_nb'))"], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert probe.stdout.split() == ["None", "None"], "the Colab-like venv must start without slr/myst_nb"
     install_s = time.time() - t0
     src = tmp_path / "book"
