@@ -16,8 +16,8 @@ import numpy as np
 from slr import pgd, sgd, task
 from slr._validate import check_int, check_nonneg, check_positive
 
-__all__ = ["MultiHeadConfig", "SHORT_SCHEDULE", "FIGURE_9", "AUTHORS", "train", "simulate", "PATTERNS",
-           "ALIGNED", "OFF", "end_states", "AUTHORS_FIG9_FINALS"]
+__all__ = ["MultiHeadConfig", "SHORT_SCHEDULE", "AUTHORS", "train", "simulate", "PATTERNS", "ALIGNED",
+           "OFF", "end_states", "AUTHORS_FIG9_FINALS"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +72,6 @@ class MultiHeadConfig:
 #: The book's earlier short schedule (batch 20, alpha 3e-3, lambda frozen after 10 000 steps, 30 000
 #: steps, 10 runs): the base of the sweeps of the chapter on open questions.
 SHORT_SCHEDULE = MultiHeadConfig()
-FIGURE_9 = SHORT_SCHEDULE  # the former name of SHORT_SCHEDULE, kept for the chapters that use it
 #: Figure 9 at the authors' settings (their notebook ``toy-multihead.ipynb``, repository
 #: PierreMarion23/single-location-regression, commit 14e2b06): batch 5, alpha 1e-3, 100 000 steps,
 #: lambda_t = 2 / (1 + 2e-4 t) frozen after step 25 000, 20 runs with independent data streams; the

@@ -8,7 +8,7 @@ import pytest
 
 from slr import multihead as M, task
 
-SMALL = dataclasses.replace(M.FIGURE_9, d=20, steps=2000, log_every=1000, repeats=2, n_test=500, alpha=5e-3)
+SMALL = dataclasses.replace(M.SHORT_SCHEDULE, d=20, steps=2000, log_every=1000, repeats=2, n_test=500, alpha=5e-3)
 
 
 def test_short_training_lowers_the_risk():
