@@ -29,6 +29,8 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.cache`       on-disk memoisation of expensive results, keyed by configuration and code
 - :mod:`slr.book`        notebook helpers: glue many values at once, tables, timing
 - :mod:`slr.plotting`    the book's house style
+- :mod:`slr.diagrams`    drawn pictures: the schematic of one attention layer
+- :mod:`slr.figcheck`    legends never cover data: every figure a chapter draws is measured
 
 JAX runs in float64: the closed forms and the invariant-manifold distance need it (Lemma 4 is
 visible at 1e-15 in float64 and hidden at 1e-6 in float32).
