@@ -122,13 +122,15 @@ def train_diag_mlp(key, init_key, k_star, v_star, *, L, gamma, eps, width, lr, s
 
 @cache.memoized
 def train_activations(names, lams, *, d: int, L: int, gamma: float, eps: float, alpha: float, steps: int,
-                      batch: int, repeats: int, log_every: int, seed: int = 0) -> dict:
+                      batch: int, repeats: int, log_every: int, seed: int = 0,
+                      n_test: int = 1000) -> dict:
     """:func:`slr.sgd.train` (full sampler) for each predictor ``names[i]`` of
     :data:`slr.predictors.PREDICTORS` at the constant temperature ``lams[i]``, from the same ``repeats``
     uniform starts (:func:`slr.pgd.init_sphere`) and the same training keys, on the oracle
     ``task.sample_oracle(key(seed), d)``. Returns ``step`` (T,) and per name the overlaps
     ``<name>_kappa``, ``_nu``, ``_theta``, ``_eta`` (repeats, T) (:mod:`slr.overlaps`: <k, k*>,
-    <v, v*>, <v, k*>, <k, v*>) and ``<name>_excess`` (repeats, T) the test-batch excess risk."""
+    <v, v*>, <v, k*>, <k, v*>) and ``<name>_excess`` (repeats, T) the excess risk on one test batch
+    of ``n_test`` sequences (the same for every run and predictor)."""
     if len(names) != len(lams):
         raise ValueError(f"names and lams must have the same length, got {len(names)} and {len(lams)}")
     check_positive("alpha", alpha)
@@ -138,7 +140,7 @@ def train_activations(names, lams, *, d: int, L: int, gamma: float, eps: float, 
     for name, lam in zip(names, lams):
         run = sgd.train(jax.random.key(seed + 2), k0, v0, k_star[None], v_star[None], lam=float(lam),
                         alpha=alpha, steps=steps, batch=batch, gamma=gamma, L=L, eps=eps,
-                        log_every=log_every, predictor=name)
+                        log_every=log_every, predictor=name, n_test=n_test)
         for f in ("kappa", "nu", "theta", "eta"):
             out[f"{name}_{f}"] = np.asarray(getattr(run, f)[..., 0, 0])
         out[f"{name}_excess"], out["step"] = np.asarray(run.excess_risk), np.asarray(run.step)
