@@ -5,7 +5,11 @@ the blocks: f(X) = sum_l a_l^T ReLU(W_l X_l + b_l) + c. It can read the position
 its content relative to the other tokens, the opposite inductive bias of attention.
 :func:`train_diag_mlp` trains it with Adam on exactly the fresh batches, and scores it on exactly the
 test batch, that :func:`slr.sgd.train` draws for one run from the same key (:func:`slr.sgd.batch_keys`,
-:func:`slr.sgd.fresh_draws`), so the two learners see the same samples.
+:func:`slr.sgd.fresh_draws`), so the two learners see the same samples. With ``tied=True`` every
+position shares one block (a Deep Sets network, :func:`tied_mlp`): the exercise ``related_ex3``.
+
+:func:`train_activations` trains attention with other activations than erf beside softmax (the
+chapter ``book/beyond_activations.ipynb``), keeping four overlaps of every run.
 """
 from __future__ import annotations
 
@@ -17,10 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from slr import _loop, sgd, task
+from slr import _loop, cache, pgd, sgd, task
 from slr._validate import check_int, check_key, check_nonneg, check_oracle, check_positive
 
-__all__ = ["diag_mlp_init", "diag_mlp", "n_params", "train_diag_mlp"]
+__all__ = ["diag_mlp_init", "diag_mlp", "tied_mlp_init", "tied_mlp", "n_params", "train_diag_mlp",
+           "train_activations"]
 
 
 def diag_mlp_init(key, *, L: int, d: int, width: int):
@@ -39,18 +44,35 @@ def diag_mlp(params, X):
     return jnp.einsum("lp,nlp->n", params["a"], h) + params["c"]
 
 
+def tied_mlp_init(key, *, d: int, width: int):
+    """Parameters of the tied (Deep Sets) MLP: one block W (width, d) ~ N(0, 1/d), b = 0 (width,),
+    a (width,) ~ N(0, 1/width), c = 0, shared by every position."""
+    check_key("key", key)
+    d, width = check_int("d", d), check_int("width", width)
+    k1, k2 = jax.random.split(key)
+    return dict(W=jax.random.normal(k1, (width, d)) / math.sqrt(d), b=jnp.zeros((width,)),
+                a=jax.random.normal(k2, (width,)) / math.sqrt(width), c=jnp.zeros(()))
+
+
+def tied_mlp(params, X):
+    """sum_l a^T ReLU(W X_l + b) + c for X of shape (n, L, d) -> (n,): permutation invariant. Traceable."""
+    h = jax.nn.relu(jnp.einsum("pd,nld->nlp", params["W"], X) + params["b"])
+    return jnp.einsum("p,nlp->n", params["a"], h) + params["c"]
+
+
 def n_params(tree) -> int:
     """The number of scalar parameters of a pytree."""
     return int(sum(np.size(x) for x in jax.tree_util.tree_leaves(tree)))
 
 
-@partial(jax.jit, static_argnames=("lr", "n_chunks", "batch", "n_test", "L", "has_rem"))
+@partial(jax.jit, static_argnames=("lr", "n_chunks", "batch", "n_test", "L", "has_rem", "tied"))
 def _train(key_test, stream, params, ks, vs, gamma, eps, log_every, rem, *, lr, n_chunks, batch, n_test, L,
-           has_rem):
+           has_rem, tied=False):
     d = ks.shape[-1]
     opt = optax.adam(lr)
     Xt, yt, _ = task.assemble(task.draws(key_test, n_test, L=L, d=d), ks[None], vs[None], gamma=gamma, eps=eps)
-    loss = lambda p, X, y: jnp.mean(jnp.square(y - diag_mlp(p, X)))
+    mlp = tied_mlp if tied else diag_mlp
+    loss = lambda p, X, y: jnp.mean(jnp.square(y - mlp(p, X)))
 
     def body(carry, t):
         p, st = carry
@@ -66,7 +88,7 @@ def _train(key_test, stream, params, ks, vs, gamma, eps, log_every, rem, *, lr, 
 
 
 def train_diag_mlp(key, init_key, k_star, v_star, *, L, gamma, eps, width, lr, steps, batch, log_every,
-                   n_test=1000) -> dict:
+                   n_test=1000, tied=False) -> dict:
     """Adam on the diagonal MLP with the fresh batches and the test batch of :func:`slr.sgd.train` for one
     run with the same ``key`` (one erf head on one location, ``shared_draws=False``).
 
@@ -87,11 +109,39 @@ def train_diag_mlp(key, init_key, k_star, v_star, *, L, gamma, eps, width, lr, s
     check_positive("gamma", gamma)
     check_nonneg("eps", eps)
     check_positive("lr", lr)
-    params = diag_mlp_init(init_key, L=L, d=d, width=width)
+    params = (tied_mlp_init(init_key, d=d, width=width) if tied else
+              diag_mlp_init(init_key, L=L, d=d, width=width))
     key_test, streams = sgd.batch_keys(key, 1)
     n_chunks, rem = _loop.schedule(steps, log_every)
     ex, trained = _train(key_test, streams[0], params, jnp.asarray(ks), jnp.asarray(vs), float(gamma), float(eps),
                          log_every, int(rem or 0), lr=float(lr), n_chunks=n_chunks, batch=batch, n_test=n_test,
-                         L=int(L), has_rem=rem is not None)
+                         L=int(L), has_rem=rem is not None, tied=bool(tied))
     return {"step": _loop.log_steps(steps, log_every), "excess_risk": np.asarray(ex),
             "params": jax.tree_util.tree_map(np.asarray, trained), "n_params": n_params(trained)}
+
+
+@cache.memoized
+def train_activations(names, lams, *, d: int, L: int, gamma: float, eps: float, alpha: float, steps: int,
+                      batch: int, repeats: int, log_every: int, seed: int = 0,
+                      n_test: int = 1000) -> dict:
+    """:func:`slr.sgd.train` (full sampler) for each predictor ``names[i]`` of
+    :data:`slr.predictors.PREDICTORS` at the constant temperature ``lams[i]``, from the same ``repeats``
+    uniform starts (:func:`slr.pgd.init_sphere`) and the same training keys, on the oracle
+    ``task.sample_oracle(key(seed), d)``. Returns ``step`` (T,) and per name the overlaps
+    ``<name>_kappa``, ``_nu``, ``_theta``, ``_eta`` (repeats, T) (:mod:`slr.overlaps`: <k, k*>,
+    <v, v*>, <v, k*>, <k, v*>) and ``<name>_excess`` (repeats, T) the excess risk on one test batch
+    of ``n_test`` sequences (the same for every run and predictor)."""
+    if len(names) != len(lams):
+        raise ValueError(f"names and lams must have the same length, got {len(names)} and {len(lams)}")
+    check_positive("alpha", alpha)
+    k_star, v_star = task.sample_oracle(jax.random.key(seed), d)
+    k0, v0 = pgd.init_sphere(jax.random.key(seed + 1), d, repeats, H=1)
+    out = {}
+    for name, lam in zip(names, lams):
+        run = sgd.train(jax.random.key(seed + 2), k0, v0, k_star[None], v_star[None], lam=float(lam),
+                        alpha=alpha, steps=steps, batch=batch, gamma=gamma, L=L, eps=eps,
+                        log_every=log_every, predictor=name, n_test=n_test)
+        for f in ("kappa", "nu", "theta", "eta"):
+            out[f"{name}_{f}"] = np.asarray(getattr(run, f)[..., 0, 0])
+        out[f"{name}_excess"], out["step"] = np.asarray(run.excess_risk), np.asarray(run.step)
+    return out
