@@ -13,7 +13,8 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.reduced`     the exact-in-law reduced sampler of one erf head (Figure 5)
 - :mod:`slr.manifold`    the map on M (Lemma 7), fixed points (Props. 9-10), Jacobian (Prop. 12), Hessian, step-size bound
 - :mod:`slr.experiments` the paper's figures as named frozen configurations
-- :mod:`slr.probe`       the [CLS] probing experiment of Section 2.2 (Figure 1(b)): sentences, encoder, probes
+- :mod:`slr.sentences`   the sentence sets of the probing experiment (Appendix E.1)
+- :mod:`slr.probe`       the [CLS] probing experiment of Section 2.2 (Figure 1(b)): encoder, [CLS] states, probes
 - :mod:`slr.transformer` a Transformer layer with a register token (Appendix E.3, Figures 8 and 10)
 - :mod:`slr.multihead`   Figure 9's configuration (Eq. 31 trained by :mod:`slr.sgd`)
 - :mod:`slr.baselines`   the diagonal MLP of the related-models appendix, trained on the attention trainer's batches
@@ -26,6 +27,7 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.montecarlo`  the one Monte Carlo risk estimator (batched over points and lambda)
 - :mod:`slr.claims`      checked claims with negative controls (the book's claims ledger)
 - :mod:`slr.exercises`   self-checking exercises: check(label, answer) says right or wrong
+- :mod:`slr.checker`     an answer compared with a reference within a tolerance (the exercises' checkers)
 - :mod:`slr.cache`       on-disk memoisation of expensive results, keyed by configuration and code
 - :mod:`slr.book`        notebook helpers: glue many values at once, tables, timing
 - :mod:`slr.plotting`    the book's house style

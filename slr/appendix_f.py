@@ -2,7 +2,7 @@
 several seeds (the appendix on related models), and the tuned risks of erf, linear and softmax
 attention at the oracle as the sequence grows.
 
-- :func:`best_lambda`: the constant lam minimising the oracle risk (Theorem 1), a 1-D minimisation.
+- :func:`best_lambda`: the constant lam minimising the oracle risk (Theorem 1), by :func:`slr.tuning.erf_best`.
 - :class:`DiagMLPConfig`, :func:`diag_mlp_comparison`: the step size of each model chosen on a tuning
   seed from a grid, then both trained on the same fresh batches for ``seeds`` evaluation seeds.
 """
@@ -13,9 +13,8 @@ from dataclasses import dataclass
 
 import jax
 import numpy as np
-from scipy.optimize import minimize_scalar
 
-from slr import baselines, pgd, sgd, task
+from slr import baselines, pgd, sgd, task, tuning
 from slr import risk as R
 from slr._validate import check_int, check_nonneg, check_positive
 
@@ -23,14 +22,10 @@ __all__ = ["best_lambda", "DiagMLPConfig", "diag_mlp_comparison"]
 
 
 def best_lambda(*, gamma, d, L, eps=0.0):
-    """(lam*, R(lam*)): the constant inverse temperature minimising the oracle risk of Theorem 1
-    (:func:`slr.risk.oracle_risk`), by bounded minimisation in log lam over [1e-4, 10]."""
-    check_positive("gamma", gamma)
-    check_positive("d", d)
-    check_int("L", L)
-    f = lambda x: float(R.oracle_risk(lam=math.exp(x), gamma=gamma, d=d, L=L, eps=eps))
-    res = minimize_scalar(f, bounds=(math.log(1e-4), math.log(10.0)), method="bounded", options=dict(xatol=1e-9))
-    return math.exp(res.x), float(res.fun)
+    """(lam*, R(lam*)): the constant inverse temperature minimising the oracle risk of Theorem 1 and
+    that risk, eps^2 + the excess risk of :func:`slr.tuning.erf_best` (the one minimiser)."""
+    lam, excess = tuning.erf_best(gamma=gamma, d=d, L=L)
+    return lam, excess + check_nonneg("eps", eps) ** 2
 
 
 @dataclass(frozen=True)

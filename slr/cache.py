@@ -11,10 +11,9 @@ A result (a dict of arrays) is stored as ``.npz`` under :func:`cache_dir`, keyed
 - the versions of Python, jax, jaxlib, numpy and slr (:func:`library_versions`).
 
 :func:`memoized` decorates a public function returning a dict of arrays: its key is the function's
-qualified name and *all* its bound arguments, so no caller writes a key. :func:`memoize` keeps the
-older ``memoize(name, config, compute)`` form. The cache lives in ``_build/slr-cache`` of a source
-checkout, else ``~/.cache/slr``; ``SLR_CACHE_DIR`` moves it, ``SLR_CACHE=0`` or ``with cache.bypass():``
-(which leaves ``os.environ`` alone) turns it off.
+qualified name and *all* its bound arguments, so no caller writes a key (:func:`memoize`: the older
+``memoize(name, config, compute)`` form). :func:`cache_dir` says where; ``SLR_CACHE=0`` or
+``with cache.bypass():`` (which leaves ``os.environ`` alone) turns it off.
 """
 from __future__ import annotations
 
@@ -43,6 +42,7 @@ _BYPASS = contextvars.ContextVar("slr_cache_bypass", default=False)
 
 
 def cache_dir() -> Path:
+    """``SLR_CACHE_DIR``, else ``_build/slr-cache`` of a source checkout, else ``~/.cache/slr``."""
     if os.environ.get("SLR_CACHE_DIR"):
         return Path(os.environ["SLR_CACHE_DIR"])
     repo = _PKG.parent
@@ -105,9 +105,8 @@ def covered_modules(modules=None) -> list[str]:
 
 def code_hash(modules=None) -> str:
     """SHA-256 of the source of the modules of :func:`covered_modules`."""
-    paths = [_PKG / f"{m}.py" for m in covered_modules(modules)]
     h = hashlib.sha256()
-    for path in paths:
+    for path in (_PKG / f"{m}.py" for m in covered_modules(modules)):
         h.update(str(path.relative_to(_PKG)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -121,8 +120,7 @@ def _tok(tag: str, *parts: bytes) -> bytes:
 def _array(x) -> bytes:
     import jax
     if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-        impl = str(jax.random.key_impl(x)).encode()
-        return _tok("K", impl, _array(jax.random.key_data(x)))
+        return _tok("K", str(jax.random.key_impl(x)).encode(), _array(jax.random.key_data(x)))
     a = np.asarray(x)
     if a.dtype.hasobject:
         raise ValueError(f"cannot key an array of dtype object (shape {a.shape}); use numeric arrays")
@@ -209,6 +207,7 @@ def canonical(obj) -> bytes:
 
 
 def _names(code: types.CodeType) -> set[str]:
+    """The global names a code object and the code objects nested in it read."""
     return set(code.co_names).union(*(_names(c) for c in code.co_consts if isinstance(c, types.CodeType)))
 
 
@@ -267,20 +266,17 @@ def _memo(name: str, config, compute, keyed, *, use_cache, modules, follow) -> d
             return {k: f[k] for k in f.files}
     out = {k: np.asarray(v) for k, v in compute().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
-    os.close(fd)
-    np.savez(tmp, **out)
-    os.replace(tmp, path)          # atomic: concurrent writers (pytest -n, nbval + build) never tear a file
+    with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz", delete=False) as tmp:
+        np.savez(tmp, **out)
+    os.replace(tmp.name, path)     # atomic: concurrent writers (pytest -n, nbval + build) never tear a file
     return out
 
 
 def memoize(name: str, config, compute: Callable[[], Mapping[str, np.ndarray]],
             *, use_cache: bool | None = None, modules=None) -> dict[str, np.ndarray]:
-    """Return ``compute()`` (a dict of arrays), from disk when this (name, config, code) was computed before.
-
-    The arrays come back as NumPy arrays, bit-identical to the ones computed. ``modules`` narrows the
-    slr part of the key to the named modules and those they import (default: the whole package).
-    """
+    """Return ``compute()`` (a dict of arrays), from disk when this (name, config, code) was computed before:
+    NumPy arrays, bit-identical to the ones computed. ``modules`` narrows the slr part of the key to the
+    named modules and those they import (default: the whole package)."""
     return _memo(name, config, compute, compute, use_cache=use_cache, modules=modules, follow=True)
 
 

@@ -14,16 +14,13 @@ as keyword arguments, e.g. ``exercises.check("probe_ex4", x, n=n, p=p)``. An unk
 missing or unexpected input, or an answer that is not finite or has the wrong shape raises
 ``ValueError`` naming the argument.
 
-An answer ``a`` is right when ``|a - e| <= atol + rtol |e|`` entry by entry (``e`` the expected value,
-of the same shape), or within a one-sided interval where the tolerance says so; a formula answer is
-evaluated at fixed test points and compared there.
+How an answer is compared with the reference (tolerances, formula answers) is :mod:`slr.checker`'s;
+this module registers one :class:`slr.checker.Checker` per exercise, with its reference computation.
 """
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
-from typing import Callable
 
 import jax
 import numpy as np
@@ -31,74 +28,12 @@ from scipy import special
 
 from slr import baselines, gaussian, landscape, manifold, predictors, risk, task
 from slr._validate import check_int
+from slr.checker import Checker, answer_array, formula_values
 
 __all__ = ["Checker", "CHECKERS", "check", "describe", "labels"]
 
 _GAMMA = math.sqrt(0.5)   # the paper's gamma^2 = 1/2
 _N = 4001                 # points of the lam grids (one array shape: jax compiles each op once)
-
-
-@dataclass(frozen=True)
-class Checker:
-    """One exercise's checker.
-
-    ``expected(**given)`` returns the reference array (shape ``shape``) computed with :mod:`slr`;
-    ``evaluate(answer, **given)`` turns a valid answer into the array compared with it (identity for a
-    number or an array; evaluation at test points for a formula). ``given`` names the keyword inputs
-    the exercise needs. ``upper_only``: the answer may exceed the expected value by the tolerance but
-    not fall below it by more than ``atol`` (a risk that cannot be below its minimum)."""
-    label: str
-    answer: str
-    shape: tuple
-    expected: Callable
-    rtol: float = 0.0
-    atol: float = 0.0
-    given: tuple = ()
-    evaluate: Callable | None = None
-    upper_only: bool = False
-
-    @property
-    def tolerance(self) -> str:
-        """The tolerance in words (printed by :func:`check`, without the expected value)."""
-        if self.upper_only:
-            return f"from {self.atol:g} below the reference to {self.rtol:g} (relative) above it"
-        parts = [f"relative {self.rtol:g}"] if self.rtol else []
-        return " + ".join(parts + ([f"absolute {self.atol:g}"] if self.atol else []))
-
-
-def _answer_array(answer, shape, name="answer"):
-    """``answer`` as a finite float64 array of the given shape (None: any length on that axis);
-    ValueError naming the argument otherwise."""
-    try:
-        a = np.asarray(answer, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or an array of numbers, got {answer!r}") from None
-    if a.ndim != len(shape) or any(n is not None and n != m for n, m in zip(shape, a.shape)):
-        raise ValueError(f"{name} must have shape {tuple(shape)}, got shape {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite, got {answer!r}")
-    return a
-
-
-def _formula_values(f, points):
-    """A formula answer (a callable) evaluated at the checker's test points (tuples of arguments)."""
-    if not callable(f):
-        raise ValueError(f"answer must be a function (a formula), got {f!r}")
-    vals = []
-    for args in points:
-        try:
-            vals.append(float(f(*args)))
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"answer must map {len(args)} numbers to a number: {err}") from None
-    return _answer_array(vals, (len(points),))
-
-
-def _verdict(chk: Checker, a, e):
-    if chk.upper_only:
-        ok = (a >= e - chk.atol) & (a <= e + chk.atol + chk.rtol * np.abs(e))
-    else:
-        ok = np.abs(a - e) <= chk.atol + chk.rtol * np.abs(e)
-    return np.atleast_1d(ok)
 
 
 def check(label, answer, **given) -> bool:
@@ -112,12 +47,7 @@ def check(label, answer, **given) -> bool:
         name = sorted(missing or extra)[0]
         raise ValueError(f"{name} is {'required' if missing else 'not an input'} for {label}: its "
                          f"inputs are {list(chk.given) or 'none'}")
-    if chk.evaluate is not None:
-        a = chk.evaluate(answer, **given)
-    else:
-        a = _answer_array(answer, chk.shape)
-    e = np.asarray(chk.expected(**given), dtype=np.float64)
-    ok = _verdict(chk, a, e)
+    ok = chk.verdict(answer, **given)
     right = bool(np.all(ok))
     where = "" if right or not 1 < ok.size <= 10 else f" (entries {np.flatnonzero(~ok).tolist()} are off)"
     print(f"{label}: {'right' if right else 'wrong'}{where}; tolerance {chk.tolerance}.")
@@ -247,10 +177,10 @@ def _cover_log10(n, p):
 
 def _cls_inputs(W_Q, W_K, W_V, W_O, c, lam):
     """attention_ex2's inputs, checked, and fixed Gaussian test sequences X of shape (64, 10, d)."""
-    d, p = _answer_array(W_Q, (None, None), "W_Q").shape
-    mats = [_answer_array(W, (d, p), name) for W, name in ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V"))]
-    mats += [_answer_array(W_O, (p, 1), "W_O"), _answer_array(c, (d,), "c")]
-    if not _answer_array(lam, (), "lam") > 0:
+    d, p = answer_array(W_Q, (None, None), "W_Q").shape
+    mats = [answer_array(W, (d, p), name) for W, name in ((W_Q, "W_Q"), (W_K, "W_K"), (W_V, "W_V"))]
+    mats += [answer_array(W_O, (p, 1), "W_O"), answer_array(c, (d,), "c")]
+    if not answer_array(lam, (), "lam") > 0:
         raise ValueError(f"lam must be > 0, got {lam!r}")
     return np.random.default_rng(0).standard_normal((64, 10, d)), mats, float(lam)
 
@@ -262,7 +192,7 @@ def _cls_softmax(answer, **given):
     if not isinstance(answer, (tuple, list)) or len(answer) != 3:
         raise ValueError(f"answer must be a tuple (k, lam, v), got {type(answer).__name__}")
     shapes = ((W_Q.shape[0],), (), (W_Q.shape[0],))
-    k, lam, v = (_answer_array(x, s, f"answer[{i}]") for i, (x, s) in enumerate(zip(answer, shapes)))
+    k, lam, v = (answer_array(x, s, f"answer[{i}]") for i, (x, s) in enumerate(zip(answer, shapes)))
     if abs(np.linalg.norm(k) - 1) > 1e-8:
         return np.full(X.shape[0], np.nan)
     return np.asarray(predictors.attention_softmax(X, k, v, float(lam)))
@@ -289,7 +219,7 @@ _HESS_POINTS = ((0.1, _GAMMA, 400.0), (0.5, 1.0, 50.0), (0.05, 2.0, 1000.0))
 
 
 @_checker("proofs_ex1", "a function f(a, b) = E[erf'(a + b Z)^2]", (5,), rtol=1e-8,
-          evaluate=lambda f: _formula_values(f, _ERF_POINTS))
+          evaluate=lambda f: formula_values(f, _ERF_POINTS))
 def _erf_prime_sq():
     """E[erf'(a + b Z)^2] by adaptive quadrature at the test points."""
     sq = lambda x: (2 / math.sqrt(math.pi) * math.exp(-x * x)) ** 2
@@ -303,7 +233,7 @@ def _h_kk(lam, g, d):
 
 
 _checker("proofs_ex2", "a function f(lam, gamma, d) = d^2 R / d kappa^2 at the saddle", (3,), rtol=1e-8,
-         evaluate=lambda f: _formula_values(f, _HESS_POINTS))(
+         evaluate=lambda f: formula_values(f, _HESS_POINTS))(
     lambda: np.array([_h_kk(*pt) for pt in _HESS_POINTS]))
 
 

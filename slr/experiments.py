@@ -13,7 +13,9 @@ paper's Section 5 figures (Appendix E.2 for Figure 5) are :class:`DynamicsConfig
 | fig7a | sphere   | 400 | 0.9                 | 1e-3  | 120000 | exact | 0   |
 | fig7b | sphere   | 400 | 0.1                 | 4e-3  | 20000  | exact | 0   |
 
-All with L = 10, gamma = sqrt(1/2) (the paper's gamma^2 = 1/2) and 30 repeats. :func:`run` runs an
+All with L = 10, gamma = sqrt(1/2) (the paper's gamma^2 = 1/2) and 30 repeats. ``fig1b`` is the probe of
+Section 2.2 (:class:`slr.probe.ProbeConfig`), ``fig3`` the closed forms of Section 4
+(:class:`RiskScalingConfig`), ``fig8``-``fig10`` Appendix E.3's, the others the beyond-the-paper sweeps. :func:`run` runs an
 experiment at its full scale and memoises the result on disk (:mod:`slr.cache`, keyed by the name, the
 whole configuration, the seed, the code and the library versions)::
 
@@ -33,10 +35,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr import appendix_f, cache, multihead, pgd, recovery, sgd, task, transformer
+from slr import appendix_f, cache, multihead, pgd, probe, recovery, risk, sgd, task, transformer
 from slr._validate import check_int, check_nonneg, check_positive
 
-__all__ = ["Experiment", "DynamicsConfig", "EXPERIMENTS", "CONFIGS", "config", "run", "run_timed", "simulate"]
+__all__ = ["Experiment", "DynamicsConfig", "RiskScalingConfig", "EXPERIMENTS", "CONFIGS", "config", "run",
+           "run_timed", "simulate", "risk_scaling"]
 
 
 @dataclass(frozen=True)
@@ -126,10 +129,13 @@ def simulate(cfg: DynamicsConfig, seed: int) -> dict:
 @dataclass(frozen=True)
 class Experiment:
     """A named experiment: its frozen ``config``, the module-level function ``compute(config, seed)``
-    that returns its result as a dict of arrays, and ``load`` that reads such a dict back."""
+    that returns its result as a dict of arrays, ``load`` that reads such a dict back, and ``inputs``
+    (None, or ``inputs(config)``: what the result reads besides the code, such as an encoder's
+    weights, added to the cache key)."""
     config: Any
     compute: Callable
     load: Callable = dict
+    inputs: Optional[Callable] = None
 
 
 EXPERIMENTS = {name: Experiment(cfg, simulate, pgd.Trajectory.from_dict) for name, cfg in _FIGURES.items()}
@@ -197,6 +203,43 @@ EXPERIMENTS.update({
 })
 # --- end of the beyond_open_questions block ---
 
+
+@dataclass(frozen=True)
+class RiskScalingConfig:
+    """Figure 3: the oracle risk (Theorem 1) and the optimal linear risk (Proposition 3), closed forms,
+    along L = ``points`` log-spaced integers in [L_min, L_max] (rounded, repeats dropped), d = L^d_power,
+    lam = d^(-lam_power): the scaling of Corollary 2 (L = d^(1/4), lam = d^(-3/8))."""
+    L_min: int = 3
+    L_max: int = 1000
+    points: int = 60
+    d_power: float = 4.0
+    lam_power: float = 0.375
+    gamma: float = math.sqrt(0.5)
+    eps: float = 0.1
+
+    def validate(self) -> "RiskScalingConfig":
+        check_int("L_max", self.L_max, lo=check_int("L_min", self.L_min))
+        check_int("points", self.points, lo=2)
+        for name in ("d_power", "lam_power", "gamma"):
+            check_positive(name, getattr(self, name))
+        check_nonneg("eps", self.eps)
+        return self
+
+
+def risk_scaling(cfg: RiskScalingConfig, seed: int) -> dict:
+    """Figure 3's curves (``seed`` unused: closed forms): ``L`` (int), ``d``, ``lam``, the ``oracle`` and
+    ``linear`` risks along them, and the ``null`` risk gamma^2 + eps^2 (a scalar)."""
+    L = np.unique(np.round(np.logspace(np.log10(cfg.L_min), np.log10(cfg.L_max), cfg.points)).astype(int))
+    d = L.astype(float) ** cfg.d_power
+    lam = d ** -cfg.lam_power
+    return dict(L=L, d=d, lam=lam, null=risk.null_risk(gamma=cfg.gamma, eps=cfg.eps),
+                oracle=risk.oracle_risk(lam=lam, gamma=cfg.gamma, d=d, L=L, eps=cfg.eps),
+                linear=risk.linear_risk(gamma=cfg.gamma, L=L, eps=cfg.eps))
+
+
+# Section 2.2 and Section 4: Figure 1(b) (the probe, slr.probe) and Figure 3 (closed forms).
+EXPERIMENTS["fig1b"] = Experiment(probe.ProbeConfig(), probe.layer_accuracies, inputs=probe.encoder_inputs)
+EXPERIMENTS["fig3"] = Experiment(RiskScalingConfig(), risk_scaling)
 # --- Appendix E.3 (the transformer chapter): Figures 8 and 10 (slr.transformer) and Figure 9 at the
 # authors' settings, both token-noise variants through the field token_noise (run("fig9",
 # token_noise="shared")).
@@ -225,12 +268,17 @@ def run(name: str, seed: int = 0, **overrides):
     (:func:`slr.cache.memoize`: keyed by the name, the whole configuration, the seed, the code and the
     library versions; ``SLR_CACHE=0`` or ``with slr.cache.bypass():`` computes afresh). For the
     dynamics figures the result is a :class:`slr.pgd.Trajectory` with arrays of shape (repeats, T)."""
-    seed = check_int("seed", seed, lo=0)
-    cfg = config(name, **overrides)
-    entry = EXPERIMENTS[name]
-    data = cache.memoize(f"experiment-{name}", {"config": cfg, "seed": seed},
-                         functools.partial(entry.compute, cfg, seed))
+    entry, key = _keyed(name, seed, overrides)
+    data = cache.memoize(f"experiment-{name}", key,
+                         functools.partial(entry.compute, key["config"], key["seed"]))
     return entry.load(data)
+
+
+def _keyed(name, seed, overrides):
+    """The experiment and its cache key: the validated configuration, the seed and its inputs."""
+    seed, cfg, entry = check_int("seed", seed, lo=0), config(name, **overrides), EXPERIMENTS[name]
+    inputs = {} if entry.inputs is None else {"inputs": entry.inputs(cfg)}
+    return entry, {"config": cfg, "seed": seed, **inputs}
 
 
 def timed_compute(compute, cfg, seed) -> dict:
@@ -245,10 +293,8 @@ def run_timed(name: str, seed: int = 0, **overrides):
     """``(run(name, ...), seconds)``: the result and the wall-clock seconds its computation took when it
     was computed (compilation included), stored with it in the cache, so a warm call returns the time
     of the computation, never that of reading the stored result."""
-    seed = check_int("seed", seed, lo=0)
-    cfg = config(name, **overrides)
-    entry = EXPERIMENTS[name]
-    data = cache.memoize(f"experiment-{name}-timed", {"config": cfg, "seed": seed},
-                         functools.partial(timed_compute, entry.compute, cfg, seed))
+    entry, key = _keyed(name, seed, overrides)
+    data = cache.memoize(f"experiment-{name}-timed", key,
+                         functools.partial(timed_compute, entry.compute, key["config"], key["seed"]))
     seconds = float(data.pop("seconds"))
     return entry.load(data), seconds

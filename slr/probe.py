@@ -2,9 +2,10 @@
 
 Chapter ``book/probe.ipynb`` (Figure 1(b) and Appendix E.1 of the paper). Three steps:
 
-1. :func:`sentence_sets`: the five sets of Appendix E.1 (train, test, OOD tokens, OOD structure, OOD
-   structure + tokens), Cartesian products of word lists of sizes 15552 / 4608 / 3072 / 144 / 96. The
-   label (+1 / -1) is set by one sentiment adjective whose position varies: the single informative token.
+1. :func:`sentence_sets` (:mod:`slr.sentences`, re-exported here with its word lists): the five sets of
+   Appendix E.1 (train, test, OOD tokens, OOD structure, OOD structure + tokens), of sizes
+   15552 / 4608 / 3072 / 144 / 96, each sentence labelled by one sentiment adjective whose position
+   varies: the single informative token.
 2. :func:`load_encoder` loads a Hugging Face encoder offline (safetensors only); :func:`cls_states`
    returns the hidden state of [CLS] at every layer, ``(n, num_layers + 1, width)``, memoised on disk
    by :func:`cached_cls_states`.
@@ -19,115 +20,22 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import itertools
 import os
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from . import _validate, cache
+from .sentences import (SENTIMENT, SENTIMENT_OOD, SET_NAMES, SET_SIZES, TEMPLATES, TEST_WORDS,  # noqa: F401
+                        TRAIN_WORDS, SentenceSet, build, sentence_sets)
 
 __all__ = ["SENTIMENT", "SENTIMENT_OOD", "TRAIN_WORDS", "TEST_WORDS", "TEMPLATES", "SET_NAMES", "SET_SIZES",
            "SentenceSet", "build", "sentence_sets", "DEFAULT_ENCODER", "minilm_dir", "resolve_encoder",
            "encoder_fingerprint", "load_encoder", "cls_states", "cached_cls_states", "probe_accuracies",
-           "cached_probe_accuracies"]
-
-# --- Appendix E.1: word lists -------------------------------------------------------------------
-#: Sentiment adjectives that set the label, in and out of the training vocabulary.
-SENTIMENT = {"nice": 1, "cute": 1, "delightful": 1, "mean": -1, "dreadful": -1, "aggressive": -1}
-SENTIMENT_OOD = {"lovely": 1, "charming": 1, "nasty": -1, "foul": -1}
-
-#: Filler slots; "" drops the word. ``city_adj`` is the distractor of the first sentence: it carries
-#: sentiment ("nice.", "dreadful.") but never sets the label.
-TRAIN_WORDS = {
-    "city_adj": ("nice.", "dreadful.", "clean.", "dirty."),
-    "pronoun": ("my", "his", "her", "our"),
-    "color": ("", "blue", "orange", "beige", "green", "red"),
-    "animal": ("dog", "owl", "cow"),
-    "adverb": ("", "very", "extremely"),
-    "size": ("tiny", "giant"),
-}
-TEST_WORDS = {
-    "city_adj": ("nice.", "dreadful.", "clean.", "dirty."),
-    "pronoun": ("their", "your"),
-    "color": ("purple", "gray"),
-    "animal": ("cat", "eagle", "goat"),
-    "adverb": ("", "especially"),
-    "size": ("big", "little", "mini", "enormous"),
-}
-
-# --- Appendix E.1: templates ---------------------------------------------------------------------
-# A template is a tuple of slots: "<name>" is filled from a word list, "S" is the sentiment adjective,
-# anything else is literal text. Patterns A and B swap where S sits.
-_A_TRAIN = ("The city is", "<city_adj>", "<pronoun>", "<color>", "<animal>", "is", "<adverb>", "S")
-_B = ("The city is", "<city_adj>", "<pronoun>", "<color>", "S", "<animal>", "is", "<adverb>", "<size>")
-_A_TEST = ("The city is", "<city_adj>", "<pronoun>", "<size>", "<color>", "<animal>", "is", "<adverb>", "S")
-_A_OOD = ("The city is", "<city_adj>", "Good evening,", "<pronoun>", "<size>", "<color>", "<animal>", "is",
-          "<adverb>", "S")
-_B_OOD = ("The city is", "<city_adj>", "Good evening,", "<pronoun>", "S", "<color>", "<animal>", "is",
-          "<adverb>", "<size>")
-_STRUCT = ("Hello, how are you? Good evening,", "<pronoun>", "<color>", "<animal>", "is", "<adverb>", "S")
-
-#: set name -> list of (pattern, template, filler words, sentiment words)
-TEMPLATES = {
-    "train": [("A", _A_TRAIN, TRAIN_WORDS, SENTIMENT), ("B", _B, TRAIN_WORDS, SENTIMENT)],
-    "test": [("A", _A_TEST, TEST_WORDS, SENTIMENT), ("B", _B, TEST_WORDS, SENTIMENT)],
-    "ood_tokens": [("A", _A_OOD, TEST_WORDS, SENTIMENT_OOD), ("B", _B_OOD, TEST_WORDS, SENTIMENT_OOD)],
-    "ood_structure": [("A", _STRUCT, TEST_WORDS, SENTIMENT)],
-    "ood_structure_tokens": [("A", _STRUCT, TEST_WORDS, SENTIMENT_OOD)],
-}
-SET_NAMES = tuple(TEMPLATES)
-#: The sizes the paper reports (Appendix E.1).
-SET_SIZES = {"train": 15552, "test": 4608, "ood_tokens": 3072, "ood_structure": 144,
-             "ood_structure_tokens": 96}
-
-
-@dataclass(frozen=True)
-class SentenceSet:
-    """One set of sentences: ``sentences[i]`` has label ``labels[i]`` in {-1, +1}, set by the sentiment
-    adjective ``sentiment[i]``; ``pattern[i]`` ("A" or "B") says which template built it."""
-    name: str
-    sentences: tuple[str, ...]
-    labels: np.ndarray
-    sentiment: tuple[str, ...]
-    pattern: tuple[str, ...]
-
-    def __len__(self):
-        return len(self.sentences)
-
-
-def build(template: Sequence[str], words: Mapping[str, Sequence[str]],
-          sentiment: Mapping[str, int]) -> tuple[list[str], list[int], list[str]]:
-    """Sentences of one template: the Cartesian product of its slots, in slot order.
-
-    Empty words are dropped and the rest joined by single spaces. Returns (sentences, labels, sentiment
-    words), the label being the sign attached to the sentiment word that fills ``S``.
-    """
-    for slot in template:
-        if slot.startswith("<") and slot.endswith(">") and slot[1:-1] not in words:
-            raise ValueError(f"template slot {slot!r} has no word list; lists: {sorted(words)}")
-    choices = [tuple(sentiment) if slot == "S" else tuple(words[slot[1:-1]]) if slot.startswith("<")
-               and slot.endswith(">") else (slot,) for slot in template]
-    s_index = list(template).index("S")
-    combos = list(itertools.product(*choices))
-    return ([" ".join(w for w in combo if w) for combo in combos],
-            [int(sentiment[combo[s_index]]) for combo in combos], [combo[s_index] for combo in combos])
-
-
-def sentence_sets() -> dict[str, SentenceSet]:
-    """The five sets of Appendix E.1, in the order of :data:`SET_NAMES`, with the sizes of :data:`SET_SIZES`."""
-    out = {}
-    for name, parts in TEMPLATES.items():
-        sents, labs, adjs, pats = [], [], [], []
-        for pattern, template, words, sentiment in parts:
-            s, y, a = build(template, words, sentiment)
-            sents, labs, adjs, pats = sents + s, labs + y, adjs + a, pats + [pattern] * len(s)
-        out[name] = SentenceSet(name, tuple(sents), np.asarray(labs, dtype=np.int64), tuple(adjs), tuple(pats))
-    return out
-
+           "cached_probe_accuracies", "ProbeConfig", "layer_accuracies", "encoder_inputs"]
 
 # --- The encoder ---------------------------------------------------------------------------------
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
@@ -258,7 +166,7 @@ def cached_cls_states(sets: Mapping[str, SentenceSet], encoder: str | os.PathLik
         bounds = np.cumsum([0] + [len(sets[n]) for n in names])
         return {n: states[bounds[i]:bounds[i + 1]] for i, n in enumerate(names)}
 
-    config = {"encoder": encoder_fingerprint(encoder), "sets": dict(sets)}
+    config = {"encoder": encoder_fingerprint(encoder), "sets": dict(sets), "batch_size": batch_size}
     return cache.memoize("probe-cls", config, compute, use_cache=use_cache, modules=("probe",))
 
 
@@ -312,3 +220,35 @@ def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.n
             acc[layer, j] = np.mean(clf.predict(x) == labels[n])
             auc[layer, j] = roc_auc_score(labels[n], clf.decision_function(x))
     return {"accuracy": acc, "auc": auc, "sets": np.asarray(names), "converged": converged}
+
+
+# --- Figure 1(b) as a named experiment (slr.experiments: run("fig1b")) ---------------------------
+@dataclass(frozen=True)
+class ProbeConfig:
+    """Figure 1(b): the probe of :func:`cached_probe_accuracies` on the five sets of
+    :func:`sentence_sets`, layer by layer, for ``encoder`` (the paper: ``"bert-base-uncased"``), with
+    the logistic regression's ``C`` and ``max_iter`` and the encoder's ``batch_size``."""
+    encoder: str = DEFAULT_ENCODER
+    C: float = 1.0
+    max_iter: int = 2000
+    batch_size: int = 256
+
+    def validate(self) -> "ProbeConfig":
+        resolve_encoder(self.encoder)
+        _validate.check_positive("C", self.C)
+        _validate.check_int("max_iter", self.max_iter)
+        _validate.check_int("batch_size", self.batch_size)
+        return self
+
+
+def layer_accuracies(cfg: ProbeConfig, seed: int) -> dict:
+    """:func:`cached_probe_accuracies` for :class:`ProbeConfig` (``seed`` unused: the fit is
+    deterministic): ``accuracy`` and ``auc`` (num_layers + 1, 5 sets), ``sets``, ``converged``."""
+    return cached_probe_accuracies(sentence_sets(), cfg.encoder, C=cfg.C, max_iter=cfg.max_iter,
+                                   batch_size=cfg.batch_size)
+
+
+def encoder_inputs(cfg: ProbeConfig) -> dict:
+    """What a :class:`ProbeConfig`'s result reads besides the code: the encoder's weights, by
+    :func:`encoder_fingerprint` (so that ``run("fig1b")`` recomputes when they change)."""
+    return {"encoder": encoder_fingerprint(cfg.encoder)}

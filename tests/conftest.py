@@ -53,9 +53,10 @@ def result_cache(tmp_path, monkeypatch):
 # Under `-n N --dist loadfile` a worker takes the next file when it is done with one: starting with the
 # costliest files (cold-cache seconds measured with `--durations=0`, a few seconds to half a minute each)
 # keeps the workers busy to the end instead of leaving one of them alone with a large file.
-_COSTLIEST_FIRST = ("test_risk.py", "test_sgd.py", "test_pgd.py", "test_transformer.py", "test_task.py",
-                    "test_montecarlo.py", "test_manifold.py", "test_predictors.py", "test_experiments.py",
-                    "test_activations.py", "test_probe.py", "test_gaussian.py", "test_multihead.py")
+_COSTLIEST_FIRST = ("test_reduced.py", "test_sgd.py", "test_risk.py", "test_pgd.py", "test_transformer.py",
+                    "test_experiments.py", "test_task.py", "test_manifold.py", "test_predictors.py",
+                    "test_montecarlo.py", "test_probe.py", "test_icl.py", "test_multihead.py",
+                    "test_landscape.py", "test_gaussian.py", "test_validation.py")
 
 
 def pytest_collection_modifyitems(items):

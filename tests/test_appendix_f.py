@@ -4,17 +4,22 @@ import math
 import numpy as np
 import pytest
 
-from slr import appendix_f as AF
+from slr import appendix_f as AF, tuning
 from slr.risk import oracle_risk
 
 G = math.sqrt(0.5)
 
 
-def test_best_lambda_is_a_minimum():
-    lam, r = AF.best_lambda(gamma=G, d=400, L=10)
+def test_best_lambda_is_a_minimum_of_the_risk_with_noise():
+    """best_lambda is tuning.erf_best (the one minimiser) with eps^2 added back to its excess risk."""
+    lam, r = AF.best_lambda(gamma=G, d=32, L=10, eps=0.1)
+    lam_t, excess = tuning.erf_best(gamma=G, d=32, L=10)
+    assert (lam, r) == (lam_t, excess + 0.1 ** 2)
     for x in (lam * 0.97, lam * 1.03):
-        assert float(oracle_risk(lam=x, gamma=G, d=400, L=10)) > r
-    assert r == pytest.approx(float(oracle_risk(lam=lam, gamma=G, d=400, L=10)))
+        assert float(oracle_risk(lam=x, gamma=G, d=32, L=10, eps=0.1)) > r
+    assert r == pytest.approx(float(oracle_risk(lam=lam, gamma=G, d=32, L=10, eps=0.1)), rel=1e-12)
+    with pytest.raises(ValueError, match="eps"):
+        AF.best_lambda(gamma=G, d=32, L=10, eps=-0.1)
 
 
 def test_diag_mlp_comparison_small():

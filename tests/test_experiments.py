@@ -1,6 +1,7 @@
 """slr.experiments: the paper's figures as frozen configs, run by name with overrides."""
 import dataclasses
 import math
+import types
 
 import numpy as np
 import pytest
@@ -121,3 +122,72 @@ def test_run_fig9_small_override(tmp_path, monkeypatch, token_noise):
     log = E.run("fig9", d=12, steps=300, repeats=2, log_every=100, n_test=64, token_noise=token_noise)
     assert log.kappa.shape == (2, 4, 2, 2) and log.k.shape == (2, 2, 12)
     assert np.all(np.isfinite(log.excess_risk))
+
+
+def oracle_quad(lam, *, gamma, d, L, eps):
+    """Theorem 1 by quadrature (numpy/scipy, no slr): eps^2 + gamma^2 E[(1 - erf(lam sqrt(d/2)
+    + lam gamma Z))^2] + (L - 1) (2/pi) arcsin(2 lam^2 / (1 + 2 lam^2))."""
+    from scipy import integrate, special
+    a, b = lam * math.sqrt(d / 2), lam * gamma
+    f = lambda z: special.erfc(a + b * z) ** 2 * math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+    signal = integrate.quad(f, -40, 40, points=[-a / b], epsabs=1e-15, epsrel=1e-12, limit=200)[0]
+    return eps ** 2 + gamma ** 2 * signal + (L - 1) * 2 / math.pi * math.asin(2 * lam ** 2 / (1 + 2 * lam ** 2))
+
+
+def test_fig3_is_corollary_2s_scaling(result_cache):
+    """Figure 3: L from 3 to 1000, d = L^4, lam = d^(-3/8), gamma^2 = 1/2, eps = 0.1; the curves are
+    Theorem 1 (checked by quadrature) and Proposition 3 (its uniform closed form)."""
+    cfg = E.CONFIGS["fig3"]
+    assert (cfg.L_min, cfg.L_max, cfg.d_power, cfg.lam_power, cfg.gamma ** 2, cfg.eps) == \
+        (3, 1000, 4.0, 0.375, pytest.approx(0.5), 0.1)
+    out = E.run("fig3")
+    L, d, lam = out["L"], out["d"], out["lam"]
+    assert L.dtype.kind == "i" and L[0] == 3 and L[-1] == 1000 and np.all(np.diff(L) > 0)
+    assert len(L) == len(np.unique(np.round(np.geomspace(3, 1000, 60))))
+    assert np.array_equal(d, L.astype(float) ** 4) and np.allclose(lam, d ** -0.375, rtol=1e-15)
+    for i in (0, len(L) // 2, -1):
+        assert out["oracle"][i] == pytest.approx(oracle_quad(lam[i], gamma=cfg.gamma, d=d[i], L=L[i],
+                                                             eps=0.1), rel=1e-9)
+        assert out["linear"][i] == pytest.approx(0.01 + 0.5 * (L[i] - 1) / (L[i] - 0.5), rel=1e-14)  # Prop. 3
+    assert out["null"] == pytest.approx(0.51)
+    # the figure's message: the oracle falls towards eps^2 while the linear risk climbs towards the null
+    assert np.all(np.diff(out["oracle"]) < 0) and np.all(np.diff(out["linear"]) > 0)
+    assert np.all(out["oracle"] < out["linear"])
+
+
+@pytest.mark.parametrize("over,match", [({"L_min": 0}, "L_min"), ({"L_max": 2}, "L_max"),
+                                        ({"points": 1}, "points"), ({"lam_power": 0.0}, "lam_power"),
+                                        ({"eps": -1.0}, "eps"), ({"max_iter": 3}, "unknown override")])
+def test_fig3_validation(over, match):
+    with pytest.raises(ValueError, match=match):
+        E.config("fig3", **over)
+
+
+def test_fig1b_runs_the_probe_keyed_by_the_encoder_weights(result_cache, monkeypatch):
+    """fig1b calls slr.probe.cached_probe_accuracies on the five sentence sets with the config's fields,
+    and its cache key holds the encoder's fingerprint: new weights recompute, the same ones do not."""
+    from slr import probe
+    # a namespace, not a list: the key encodes the data the compute function reads (a growing list
+    # would change it), and a namespace is not encoded as data
+    seen, weights = types.SimpleNamespace(calls=[]), ["w1"]
+    calls = seen.calls
+
+    def fake(sets, encoder, **kw):
+        seen.calls.append((list(sets), encoder, kw))
+        return {"accuracy": np.full((7, 5), 0.5)}
+
+    monkeypatch.setattr(probe, "cached_probe_accuracies", fake)
+    monkeypatch.setattr(probe, "encoder_fingerprint", lambda encoder: f"{encoder}:{weights[0]}")
+    cfg = E.config("fig1b")
+    assert (cfg.encoder, cfg.C, cfg.max_iter, cfg.batch_size) == (probe.DEFAULT_ENCODER, 1.0, 2000, 256)
+    assert E.run("fig1b", C=0.5)["accuracy"].shape == (7, 5)
+    assert calls == [(list(probe.SET_NAMES), probe.DEFAULT_ENCODER,
+                      {"C": 0.5, "max_iter": 2000, "batch_size": 256})]
+    E.run("fig1b", C=0.5)
+    assert len(calls) == 1                       # the stored result
+    weights[0] = "w2"
+    E.run("fig1b", C=0.5)
+    assert len(calls) == 2                       # other weights: computed again
+    for over, match in (({"C": 0.0}, "C"), ({"max_iter": 0}, "max_iter"), ({"encoder": ""}, "encoder")):
+        with pytest.raises(ValueError, match=match):
+            E.config("fig1b", **over)
