@@ -32,6 +32,8 @@ from slr.risk import closed_form
 __all__ = ["train", "sgd", "TrainLog", "model", "batch_keys", "fresh_draws", "tie", "SAMPLERS", "TOKEN_NOISE"]
 
 SAMPLERS = ("reduced", "full")
+#: One head of these reads the tokens only through X k and X v: the reduced sampler applies to it.
+READS_PROJECTIONS = tuple(PREDICTORS[n] for n in ("erf", "sigmoid", "relu", "softmax", "linear"))
 TOKEN_NOISE = ("independent", "shared")
 _BLOCK = 50  # steps whose draws are made at once (reduced sampler; 50 and 200 measured alike)
 _UNROLL = 4  # inner-loop unrolling of the steps (fig5: 0.33 ms per step of 30 repeats, 1: 0.44 ms)
@@ -114,14 +116,15 @@ def tie(dr, tied):
     return Z, J, jnp.where(tied, G[:, :1], G), xi
 
 
-def _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H):
+def _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H, f):
     """(step, noise, unroll) of the reduced samplers: :func:`slr.reduced.reduced_grads` for one head on
-    one location (Figure 5), :func:`slr.reduced.multi_grads` otherwise."""
+    one location (Figure 5; predictors other than erf through their projections), :func:`slr.reduced.multi_grads`
+    otherwise."""
     n, d = ks.shape
     if H == n == 1:
-        w = reduced.fallback_directions(d)
+        w, g_f = reduced.fallback_directions(d), None if f is attention_erf else f
         grads = lambda cr, t, nz: (g[None] for g in reduced.reduced_grads(
-            nz, cr[0][0], cr[1][0], ks[0], vs[0], w, lam_t(t), gamma, L, eps, batch))
+            nz, cr[0][0], cr[1][0], ks[0], vs[0], w, lam_t(t), gamma, L, eps, batch, g_f))
         noise = lambda t: reduced.reduced_noise(jax.random.fold_in(key, t), d, L, batch)
     else:
         grads = lambda cr, t, nz: reduced.multi_grads(nz, cr[0], cr[1], ks, vs, lam_t(t), gamma, eps, tied)
@@ -135,7 +138,7 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
     """One run: the iterates (T, H, d) at the logged steps."""
     (H, d), n = k0.shape, ks.shape[0]
     if sampler == "reduced" and d >= 2 * (n + H):  # else no frame: the full draw is as cheap
-        step, noise, unroll = _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H)
+        step, noise, unroll = _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H, f)
         return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise=noise,
                                 block=_BLOCK)
     grad = jax.grad(partial(_loss, f), argnums=(0, 1))
@@ -242,8 +245,10 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
         raise ValueError(f"k_stars and v_stars must have one shape (n_loc, d) or (R, n_loc, d) with R={R}, "
                          f"got {ks.shape} and {vs.shape}")
     check_int("L", L, lo=ks.shape[-2])
-    if sampler == "reduced" and f not in (attention_erf, attention_multihead):
-        raise ValueError(f"sampler 'reduced' needs erf heads (Eq. 3 or 31), got predictor={predictor!r}")
+    if sampler == "reduced" and f not in (attention_erf, attention_multihead) and not (
+            f in READS_PROJECTIONS and H == ks.shape[-2] == 1):
+        raise ValueError("sampler 'reduced' needs erf heads (Eq. 3 or 31), or one head of erf, sigmoid, "
+                         f"relu, softmax or linear on one location, got predictor={predictor!r}")
     if token_noise not in TOKEN_NOISE:
         raise ValueError(f"token_noise must be one of {TOKEN_NOISE}, got {token_noise!r}")
     key_test, keys = batch_keys(key, R, shared_draws)
