@@ -124,7 +124,7 @@ def train_diag_mlp(key, init_key, k_star, v_star, *, L, gamma, eps, width, lr, s
 def train_activations(names, lams, *, d: int, L: int, gamma: float, eps: float, alpha: float, steps: int,
                       batch: int, repeats: int, log_every: int, seed: int = 0,
                       n_test: int = 1000) -> dict:
-    """:func:`slr.sgd.train` (full sampler) for each predictor ``names[i]`` of
+    """:func:`slr.sgd.train` (the exact-in-law reduced sampler, :mod:`slr.reduced`) for each predictor ``names[i]`` of
     :data:`slr.predictors.PREDICTORS` at the constant temperature ``lams[i]``, from the same ``repeats``
     uniform starts (:func:`slr.pgd.init_sphere`) and the same training keys, on the oracle
     ``task.sample_oracle(key(seed), d)``. Returns ``step`` (T,) and per name the overlaps
@@ -140,7 +140,7 @@ def train_activations(names, lams, *, d: int, L: int, gamma: float, eps: float, 
     for name, lam in zip(names, lams):
         run = sgd.train(jax.random.key(seed + 2), k0, v0, k_star[None], v_star[None], lam=float(lam),
                         alpha=alpha, steps=steps, batch=batch, gamma=gamma, L=L, eps=eps,
-                        log_every=log_every, predictor=name, n_test=n_test)
+                        log_every=log_every, predictor=name, n_test=n_test, sampler="reduced")
         for f in ("kappa", "nu", "theta", "eta"):
             out[f"{name}_{f}"] = np.asarray(getattr(run, f)[..., 0, 0])
         out[f"{name}_excess"], out["step"] = np.asarray(run.excess_risk), np.asarray(run.step)

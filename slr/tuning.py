@@ -9,8 +9,6 @@ minimisation in log lam (the chapter ``book/beyond_activations.ipynb``).
   (eps = 0): E[(Y - T)^2] - eps^2 = E[(X_{J0}^T v* - T)^2] for a predictor that does not read the
   noise, so the estimate is the excess risk itself, without the variance of the noise.
 - :func:`grid_best`: the smallest value on a grid, the estimate that the minimisation replaces.
-- :func:`train_predictors`: stochastic PGD (:func:`slr.sgd.train`) of several predictors from the same
-  starts, each at its own temperature, memoised: the recovery of (k*, v*) over time.
 """
 from __future__ import annotations
 
@@ -20,10 +18,10 @@ import jax
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from slr import cache, montecarlo, pgd, risk, sgd, task
+from slr import cache, montecarlo, risk
 from slr._validate import check_int, check_key, check_positive
 
-__all__ = ["erf_best", "mc_best", "grid_best", "oracle_best", "train_predictors"]
+__all__ = ["erf_best", "mc_best", "grid_best", "oracle_best"]
 
 _erf_excess = jax.jit(lambda lam, gamma, d, L: risk.closed_form(1.0, 1.0, 0.0, 0.0, 0.0, lam, gamma, d, L, 0.0))
 
@@ -88,23 +86,4 @@ def oracle_best(names, *, gamma, d, L, n: int, grid, seed: int = 0) -> dict:
                            scan=None, grid=out["lam"])
         for field, value in zip(("lam", "excess", "se", "curve", "curve_se"), found):
             out[f"{name}_{field}"] = value
-    return out
-
-
-@cache.memoized
-def train_predictors(names, lams, *, d: int, L: int, gamma: float, eps: float, alpha: float, steps: int,
-                     batch: int, repeats: int, log_every: int, seed: int = 0) -> dict:
-    """:func:`slr.sgd.train` for each predictor ``names[i]`` at the constant temperature ``lams[i]``, from
-    the same ``repeats`` uniform starts (:func:`slr.pgd.init_sphere`) and the same training keys, on the
-    oracle ``task.sample_oracle(key(seed), d)``. Returns ``step`` (T,) and per name ``<name>_kappa``,
-    ``<name>_nu`` (repeats, T) the overlaps <k, k*>, <v, v*> and ``<name>_excess`` (repeats, T) the
-    test-batch excess risk."""
-    k_star, v_star = task.sample_oracle(jax.random.key(seed), d)
-    k0, v0 = pgd.init_sphere(jax.random.key(seed + 1), d, repeats, H=1)
-    out = {}
-    for name, lam in zip(names, lams):
-        run = sgd.train(jax.random.key(seed + 2), k0, v0, k_star[None], v_star[None], lam=float(lam), alpha=alpha,
-                        steps=steps, batch=batch, gamma=gamma, L=L, eps=eps, log_every=log_every, predictor=name)
-        out[f"{name}_kappa"], out[f"{name}_nu"] = run.kappa[..., 0, 0], run.nu[..., 0, 0]
-        out[f"{name}_excess"], out["step"] = run.excess_risk, run.step
     return out
