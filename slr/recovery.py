@@ -202,7 +202,7 @@ def _check_flow(lam, d, gamma, L):
     check_int("L", L)
 
 
-def flow_overlaps(overlaps0, *, lam, d, horizon, n_logs, gamma, L, rtol=1e-8, atol=1e-10):
+def flow_overlaps(overlaps0, *, lam, d, horizon, n_logs, gamma, L, rtol=1e-6, atol=1e-9):
     """The flow of :func:`overlap_flow` from N starts (overlaps0: five arrays of shape (N,)), run i at
     (lam_i, d_i) (scalars or arrays (N,)), to time ``horizon``, logged at tau = horizon j / n_logs.
     All runs form one system of 5N equations, integrated by scipy's Radau (implicit, order 5;
