@@ -198,6 +198,9 @@ def angle_heads(cfg: AngleConfig, seed: int) -> dict:
 EXPERIMENTS.update({
     "open-temperature": Experiment(recovery.TemperatureConfig(), recovery.temperature_map),
     "open-dimension": Experiment(recovery.DimensionConfig(), recovery.dimension_sweep),
+    # the same recipe as its alpha -> 0 flow (stiff solver), half-decades of d up to 1e6
+    "open-dimension-flow": Experiment(recovery.DimensionConfig(
+        method="flow", ds=(316, 1000, 3162, 10000, 31623, 100000, 316228, 1000000)), recovery.dimension_sweep),
     "open-angle": Experiment(AngleConfig(), angle_heads),
     "related-diag-mlp": Experiment(appendix_f.DiagMLPConfig(), appendix_f.diag_mlp_comparison),
 })

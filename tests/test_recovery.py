@@ -54,3 +54,78 @@ def test_temperature_map_is_exact_pgd_and_validates():
     assert np.all(out["excess_risk"][..., -1] <= out["excess_risk"][..., 0] + 1e-12)  # gradient descent
     with pytest.raises(ValueError, match="horizon"):
         RC.TemperatureConfig(horizon=0.0).validate()
+
+
+def test_overlap_flow_is_the_small_step_limit_of_one_pgd_step():
+    from slr.overlaps import NAMES
+    from slr.pgd import pgd_overlaps
+    o = np.array(RC.sphere_overlaps(jax.random.key(1), 50, 3))
+    a = 1e-7
+    for i in range(3):
+        tr = pgd_overlaps(o[:, i:i + 1], lam0=0.3, alpha=a, d=50.0, steps=1, gamma=G, L=10, log_every=1)
+        fd = (np.array([getattr(tr, f)[0, -1] for f in NAMES]) - o[:, i]) / a
+        flow = RC.overlap_flow(o[:, i], lam=0.3, d=50.0, gamma=G, L=10)
+        assert np.allclose(fd, flow, rtol=1e-4, atol=1e-5), (fd, flow)
+    with pytest.raises(ValueError, match="lam"):
+        RC.overlap_flow(o[:, 0], lam=0.0, d=50.0, gamma=G, L=10)
+    with pytest.raises(ValueError, match="d must"):
+        RC.flow_overlaps(o, lam=0.3, d=0.5, horizon=1.0, n_logs=2, gamma=G, L=10)
+    with pytest.raises(ValueError, match="method"):
+        RC.DimensionConfig(method="euler").validate()
+
+
+def test_flow_is_the_trajectory_of_pgd_at_small_steps():
+    # exact PGD converges to the flow at rate O(alpha): the gap shrinks tenfold with alpha
+    d = 316
+    o = RC.sphere_overlaps(jax.random.fold_in(jax.random.key(0), d), d, 4)
+    kw = dict(d=float(d), horizon=2.0, n_logs=4, gamma=G, L=10)
+    fl = RC.flow_overlaps(o, lam=2 / math.sqrt(d), rtol=1e-10, atol=1e-12, **kw)
+    gap = []
+    for a in (0.1 / d, 0.01 / d):
+        pg = RC._run_to(o, lam0=2 / math.sqrt(d), c_time=0.0, alpha=a, **kw)
+        assert np.allclose(pg["time"], fl["time"])
+        gap.append(max(np.abs(pg[f] - fl[f]).max() for f in ("kappa", "nu", "theta", "eta", "rho")))
+    assert gap[1] < 1e-4 and 5 < gap[0] / gap[1] < 20, gap
+
+
+def _passage(data, ds, time_d):
+    out = []
+    for i, d in enumerate(ds):
+        run = dict({f: data[f][i] for f in ("kappa", "nu", "theta", "eta", "rho", "excess_risk")},
+                   lam=data["lam"][i])
+        kinds, _ = RC.end_kinds(run, gamma=G, d=d, L=10, index=None)
+        out.append((RC.first_passage(time_d[i], kinds == "recovered"), kinds[:, -1]))
+    return out
+
+
+def test_flow_first_passage_matches_pgd_at_the_chapter_step():
+    # alpha = 1.6 / d: the same runs recover, to the same end points, within one log (0.2 in tau);
+    # the flow at a wrong lam (ell = 2.4) or a wrong d (x 2) from the same starts does not
+    ds = (316, 1000)
+    base = RC.DimensionConfig(ds=ds, repeats=8, horizon=40.0, n_logs=200)
+    pg = RC.dimension_sweep(base, 0)
+    fl = RC.dimension_sweep(RC.DimensionConfig(**{**base.__dict__, "method": "flow"}), 0)
+    assert fl["kappa"].shape == pg["kappa"].shape and np.allclose(fl["time_d"], fl["time"])
+
+    def gap(other, time_o):
+        worst = 0.0
+        for (tp, kp), (tf, kf) in zip(_passage(pg, ds, pg["time_d"]), _passage(other, ds, time_o)):
+            if not (np.array_equal(kp, kf) and np.array_equal(np.isfinite(tp), np.isfinite(tf))):
+                return np.inf
+            ok = np.isfinite(tp)
+            worst = max(worst, np.abs(tp[ok] - tf[ok]).max(initial=0.0))
+        return worst
+
+    assert sum(np.isfinite(t).sum() for t, _ in _passage(pg, ds, pg["time_d"])) >= 4
+    assert gap(fl, fl["time_d"]) <= 0.21
+    for ell, scale in ((2.4, 1.0), (2.0, 2.0)):
+        wrong = {}
+        for i, d in enumerate(ds):
+            o = RC.sphere_overlaps(jax.random.fold_in(jax.random.key(0), d), d, 8)
+            r = RC.flow_overlaps(o, lam=ell / math.sqrt(d), d=scale * d, horizon=40.0, n_logs=200,
+                                 gamma=G, L=10)
+            for k, v in r.items():
+                wrong.setdefault(k, []).append(v)
+        wrong = {k: np.stack(v) for k, v in wrong.items()}
+        wrong["lam"] = pg["lam"]
+        assert gap(wrong, np.broadcast_to(fl["time"], fl["time_d"].shape)) > 0.5, (ell, scale)
