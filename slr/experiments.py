@@ -162,7 +162,7 @@ class AngleConfig:
     repeats: int = 8
     log_every: int = 1000
     n_test: int = 1000
-    sampler: str = "full"
+    sampler: str = "reduced"                 # exact in law (slr.reduced)
 
     def validate(self) -> "AngleConfig":
         if self.which not in ("k", "v"):
@@ -204,7 +204,6 @@ EXPERIMENTS.update({
     "open-angle": Experiment(AngleConfig(), angle_heads),
     "related-diag-mlp": Experiment(appendix_f.DiagMLPConfig(), appendix_f.diag_mlp_comparison),
 })
-# --- end of the beyond_open_questions block ---
 
 
 @dataclass(frozen=True)
@@ -243,13 +242,11 @@ def risk_scaling(cfg: RiskScalingConfig, seed: int) -> dict:
 # Section 2.2 and Section 4: Figure 1(b) (the probe, slr.probe) and Figure 3 (closed forms).
 EXPERIMENTS["fig1b"] = Experiment(probe.ProbeConfig(), probe.layer_accuracies, inputs=probe.encoder_inputs)
 EXPERIMENTS["fig3"] = Experiment(RiskScalingConfig(), risk_scaling)
-# --- Appendix E.3 (the transformer chapter): Figures 8 and 10 (slr.transformer) and Figure 9 at the
-# authors' settings, both token-noise variants through the field token_noise (run("fig9",
-# token_noise="shared")).
+# Appendix E.3: Figures 8 and 10 (slr.transformer), Figure 9 at the authors' settings (both token-noise
+# variants through the field token_noise: run("fig9", token_noise="shared")).
 EXPERIMENTS["fig8"] = Experiment(transformer.FIGURE_8, transformer.train)
 EXPERIMENTS["fig9"] = Experiment(multihead.AUTHORS, multihead.simulate, sgd.TrainLog.from_dict)
 EXPERIMENTS["fig10"] = Experiment(transformer.FIGURE_10, transformer.train)
-# --- end of Appendix E.3
 #: The configurations alone, by name.
 CONFIGS = {name: e.config for name, e in EXPERIMENTS.items()}
 
