@@ -155,8 +155,13 @@ def _register_row(params, c, X):
     s_reg = jnp.broadcast_to(s_reg[..., None], s_tok.shape[:-1] + (1,))
     a = jax.nn.softmax(jnp.concatenate([s_reg, s_tok], axis=-1), axis=-1)      # (..., H, L+1)
     avg = a[..., :1] * n0 + jnp.einsum("...hl,...ld->...hd", a[..., 1:], N)   # (..., H, d)
-    VO = jnp.einsum("hde,hef->hdf", params["V"], params["O"])                # (H, d, d)
-    return c + jnp.einsum("...hd,hdf->...f", avg, VO)
+    return c + _value(params, avg)
+
+
+def _value(params, a):
+    """sum_h a_h V_h O_h for a (..., H, d): head by head, (a_h V_h) O_h; no ``O`` in params: O = I."""
+    av = jnp.einsum("...hd,hde->...he", a, params["V"])                       # (..., H, d_v)
+    return jnp.einsum("...he,hef->...f", av, params["O"]) if "O" in params else av[..., 0, :]
 
 
 def _mlp(params, z):
@@ -166,9 +171,12 @@ def _mlp(params, z):
 def predict(params, c, X):
     """y_hat = theta^T T(X)_0 (Eq. 29 and the read-out of Appendix E.3), register row only.
 
-    params: from :func:`init_params`; c: (d,); X: (..., L, d). Returns shape (...).
+    params: from :func:`init_params` (without ``O``: one head, O = I); c: (d,); X: (..., L, d). Returns
+    shape (...). The read-out is linear, so theta^T ReLU(.) W2 = ReLU(.) (W2 theta): one matrix-vector
+    product per sample instead of a second MLP matrix product (its gradient in W2 is then of rank one).
     """
-    return _mlp(params, _register_row(params, c, X)) @ params["theta"]
+    z, th = _register_row(params, c, X), params["theta"]
+    return z @ th + jax.nn.relu(z @ params["W1"] + params["b1"]) @ (params["W2"] @ th) + params["b2"] @ th
 
 
 def forward_full(params, c, X):
@@ -178,7 +186,7 @@ def forward_full(params, c, X):
     N = layer_norm(Xt)
     S = jnp.einsum("...id,hdp,hep,...je->...hij", N, params["K"], params["Q"], N) / math.sqrt(p)
     A = jax.nn.softmax(S, axis=-1)
-    Z = Xt + jnp.einsum("...hij,...jd,hde,hef->...if", A, N, params["V"], params["O"])
+    Z = Xt + _value(params, jnp.einsum("...hij,...jd->...ihd", A, N))
     return _mlp(params, Z)
 
 
@@ -219,7 +227,7 @@ def value_directions(params, c, X, *, linearise="jacobian"):
         g = params["theta"] + params["W1"] @ w
     else:
         raise ValueError(f"linearise must be 'jacobian' or 'identity', got {linearise!r}")
-    v = jnp.einsum("hde,hef,f->hd", params["V"], params["O"], g)
+    v = jnp.einsum("hde,hef,f->hd", params["V"], params["O"], g) if "O" in params else params["V"] @ g
     return v / jnp.linalg.norm(v, axis=-1, keepdims=True)
 
 
@@ -250,45 +258,36 @@ def _setup(key, cfg: TransformerConfig):
 def _train(run_keys, data_key, cfg):
     dt = jnp.dtype(cfg.dtype)
     params, c, k_stars, v_stars, Xt, yt = jax.vmap(lambda k: _setup(k, cfg))(run_keys)
-    trainable = {k: v for k, v in params.items() if not (k == "O" and cfg.H == 1)}  # O = I is not trained
-    frozen = {k: v for k, v in params.items() if k not in trainable}
+    params = {k: v for k, v in params.items() if not (k == "O" and cfg.H == 1)}  # O = I: not stored
     opt = optax.sgd(cfg.lr)
-    opt_state = jax.vmap(opt.init)(trainable)
     n_jac = min(cfg.n_test, 256)
 
     def metrics(tr):
-        return jax.vmap(lambda tr, fr, c, ks, vs, Xt, yt: _metrics({**tr, **fr}, c, Xt, yt, ks, vs, cfg.eps, n_jac))(
-            tr, frozen, c, k_stars, v_stars, Xt, yt)
+        return jax.vmap(lambda *a: _metrics(*a, cfg.eps, n_jac))(tr, c, Xt, yt, k_stars, v_stars)
 
-    def loss(tr, fr, c, X, y):
-        return test_risk({**tr, **fr}, c, X, y)
-
-    def one_update(tr, st, fr, c, ks, vs, dr):
+    def one_update(tr, st, c, ks, vs, dr):
         X, y, _ = assemble(dr, ks, vs, gamma=cfg.gamma, eps=cfg.eps)
-        grads = jax.grad(loss)(tr, fr, c, X, y)
-        updates, st = opt.update(grads, st, tr)
+        updates, st = opt.update(jax.grad(test_risk)(tr, c, X, y), st, tr)
         return optax.apply_updates(tr, updates), st
 
     def step(carry, key):
-        tr, st = carry
         one_draw = lambda k: tie(draws(k, cfg.batch, L=cfg.L, d=cfg.d, H=cfg.n_locations, dtype=dt),
                                  cfg.token_noise == "shared")
         dr = one_draw(key) if cfg.shared_draws else jax.vmap(one_draw)(jax.random.split(key, cfg.repeats))
-        axes = (0, 0, 0, 0, 0, 0, None if cfg.shared_draws else 0)
-        return jax.vmap(one_update, in_axes=axes)(tr, st, frozen, c, k_stars, v_stars, dr), None
+        axes = (0, 0, 0, 0, 0, None if cfg.shared_draws else 0)
+        return jax.vmap(one_update, in_axes=axes)(*carry, c, k_stars, v_stars, dr), None
 
     def block(carry, key):
         carry, _ = jax.lax.scan(step, carry, jax.random.split(key, cfg.log_every))
         return carry, metrics(carry[0])
 
-    m0 = metrics(trainable)
-    (trained, _), logs = jax.lax.scan(block, (trainable, opt_state),
+    (trained, _), logs = jax.lax.scan(block, (params, jax.vmap(opt.init)(params)),
                                       jax.random.split(data_key, cfg.steps // cfg.log_every))
-    logs = jax.tree.map(lambda a, b: jnp.concatenate([a[:, None], jnp.swapaxes(b, 0, 1)], axis=1), m0, logs)
-    sv = jnp.linalg.svd(trained["Q"], compute_uv=False)
-    vhat = jax.vmap(lambda tr, fr, c, Xt: value_directions({**tr, **fr}, c, Xt[:n_jac]))(trained, frozen, c, Xt)
-    return {**logs, "Q_singular_values": sv, "k_stars": k_stars, "v_stars": v_stars, "Q": trained["Q"],
-            "k_hat": key_directions(trained)[0], "v_hat": vhat}
+    logs = jax.tree.map(lambda a, b: jnp.concatenate([a[:, None], jnp.swapaxes(b, 0, 1)], axis=1),
+                        metrics(params), logs)
+    vhat = jax.vmap(lambda tr, c, Xt: value_directions(tr, c, Xt[:n_jac]))(trained, c, Xt)
+    return {**logs, "Q_singular_values": jnp.linalg.svd(trained["Q"], compute_uv=False), "Q": trained["Q"],
+            "k_stars": k_stars, "v_stars": v_stars, "k_hat": key_directions(trained)[0], "v_hat": vhat}
 
 
 def train(cfg: TransformerConfig = FIGURE_8, seed=None):
