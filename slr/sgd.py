@@ -100,8 +100,7 @@ def _loss(f, k, v, X, y, lam):
 def _heads_step(k, v, gk, gv, alpha):
     """Definition 1 head by head, on (H, d) arrays. Traceable."""
     if k.shape[0] == 1:  # one head: the single-head step itself (the same round-off)
-        k, v = projected_step(k[0], v[0], gk[0], gv[0], alpha)
-        return k[None], v[None]
+        return tuple(x[None] for x in projected_step(k[0], v[0], gk[0], gv[0], alpha))
     return jax.vmap(projected_step, in_axes=(0, 0, 0, 0, None))(k, v, gk, gv, alpha)
 
 
@@ -136,15 +135,13 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
     (H, d), n = k0.shape, ks.shape[0]
     if sampler == "reduced" and d >= 2 * (n + H):  # else no frame: the full draw is as cheap
         step, noise, unroll = _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H)
-        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise=noise,
-                                block=_BLOCK)
+        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise, _BLOCK)
     grad = jax.grad(partial(_loss, f), argnums=(0, 1))
 
     def body(cr, t):
         dr = tie(fresh_draws(key, t, batch=batch, L=L, d=d, n_loc=n), tied)
         X, y, _ = task.assemble(dr, ks, vs, gamma=gamma, eps=eps)
-        gk, gv = grad(cr[0], cr[1], X, y, lam_t(t))
-        return _heads_step(cr[0], cr[1], gk, gv, alpha)
+        return _heads_step(cr[0], cr[1], *grad(cr[0], cr[1], X, y, lam_t(t)), alpha)
 
     return _loop.run_chunks(body, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, _UNROLL)
 
@@ -197,7 +194,8 @@ def _check_rows(name, x, d=None):
 
 def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, eps, log_every,
           predictor="erf", n_test=1000, shared_draws=False, sampler="full", token_noise="independent") -> TrainLog:
-    """Stochastic projected gradient descent on the sphere (Definition 1 on fresh mini-batches).
+    """Stochastic projected gradient descent on the sphere (Definition 1 on fresh mini-batches): a
+    :class:`TrainLog` of NumPy arrays.
 
     Args:
         key: JAX PRNG key (:func:`batch_keys`: a test key and the training streams).
@@ -217,15 +215,11 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
         token_noise: ``"independent"`` (Eq. 30: each informative token has its own noise) or
             ``"shared"`` (the n_loc informative tokens of a sequence share one noise draw, as in the
             authors' code for Figures 9 and 10), in training and in the test batch.
-
-    Returns:
-        A :class:`TrainLog` of NumPy arrays.
     """
     check_key("key", key)
     lam = check_lam(lam, check_int("steps", steps, lo=1))
     check_run(alpha=alpha, gamma=gamma, L=L, eps=eps, log_every=log_every)
-    check_int("batch", batch, lo=1)
-    check_int("n_test", n_test, lo=1)
+    check_int("batch", batch, lo=1), check_int("n_test", n_test, lo=1)
     if not (callable(predictor) or (isinstance(predictor, str) and predictor in PREDICTORS)):
         raise ValueError(f"predictor must be one of {sorted(PREDICTORS)} or a callable, got {predictor!r}")
     f = get_predictor(predictor)
