@@ -16,8 +16,12 @@ where the informative tokens are. With ``shared`` the n informative tokens of a 
 noise draw (X_j = sqrt(d/2) k*_j + gamma z with one z, as in the authors' code); else they are
 independent (Eq. 30).
 
+Other predictors of one head that read the tokens only through X k and X v (softmax, the sigmoid,
+ReLU, linear attention) use the same argument with their coefficients obtained by differentiation
+(:func:`projection_coefficients`).
+
 Public traceable kernels (no checks): :func:`loss`, :func:`fallback_directions`, :func:`reduced_noise`,
-:func:`reduced_grads`, :func:`frame`, :func:`multi_noise`, :func:`multi_coordinates`,
+:func:`projection_coefficients`, :func:`reduced_grads`, :func:`frame`, :func:`multi_noise`, :func:`multi_coordinates`,
 :func:`multi_in_span`, :func:`multi_grads`.
 """
 from __future__ import annotations
@@ -29,7 +33,7 @@ import jax.numpy as jnp
 
 from slr.predictors import attention_erf
 
-__all__ = ["loss", "fallback_directions", "reduced_noise", "reduced_grads", "frame", "multi_noise",
+__all__ = ["loss", "fallback_directions", "reduced_noise", "projection_coefficients", "reduced_grads", "frame", "multi_noise",
            "multi_coordinates", "multi_in_span", "multi_grads"]
 
 _GS_TOL = 1e-8  # residual norm below which a vector counts as lying in the span (then substituted)
@@ -67,8 +71,22 @@ def reduced_noise(key, d, L, batch):
             jax.random.randint(kj, (batch,), 0, L))
 
 
-def reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch):
+def projection_coefficients(f, A, Bv, y, lam):
+    """(dl/dA, dl/dBv), each (B, L), of the mean squared error l of a predictor f(X, k, v, lam) that
+    reads the tokens only through their projections A = X k and Bv = X v (every component-wise
+    activation, softmax): f is evaluated on the 2-D tokens (A_l, Bv_l) with k = e1, v = e2, and
+    differentiated. Traceable; no checks."""
+    e1, e2 = jnp.eye(2, dtype=A.dtype)
+
+    def mse(a, b):
+        return jnp.mean(jnp.square(y - f(jnp.stack([a, b], axis=-1), e1, e2, lam)))
+    return jax.grad(mse, argnums=(0, 1))(A, Bv)
+
+
+def reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch, f=None):
     """Mini-batch gradients of :func:`loss` with exactly the law of the full-d draw. Traceable; no checks.
+    ``f``: another predictor that reads the tokens only through X k and X v (its coefficients by
+    :func:`projection_coefficients`); None: erf (Eq. 3), with its coefficients written out.
 
     The loss depends on the tokens only through their coordinates in an orthonormal frame Q (4, d) of
     S = span{k*, v*, k, v} (Q[0] = k*, Q[1] = v*; a degenerate span is completed by the fixed
@@ -96,10 +114,13 @@ def reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch):
     y = jnp.sum(jnp.where(onehot, C[..., 1], 0.0), axis=1) \
         + eps * G[n4:n4 + batch]
     A, Bv = C @ ck, C @ cv  # X.k, X.v: (B, L)
-    e = jax.scipy.special.erf(lam * A)
-    res = y - jnp.sum(e * Bv, axis=1)  # (B,)
-    ca = (-2.0 / batch) * res[:, None] * lam * (2.0 / math.sqrt(math.pi)) * jnp.exp(-jnp.square(lam * A)) * Bv
-    cb = (-2.0 / batch) * res[:, None] * e
+    if f is None:
+        e = jax.scipy.special.erf(lam * A)
+        res = y - jnp.sum(e * Bv, axis=1)  # (B,)
+        ca = (-2.0 / batch) * res[:, None] * lam * (2.0 / math.sqrt(math.pi)) * jnp.exp(-jnp.square(lam * A)) * Bv
+        cb = (-2.0 / batch) * res[:, None] * e
+    else:
+        ca, cb = projection_coefficients(f, A, Bv, y, lam)
     gk_in = jnp.einsum("bl,blm->m", ca, C)
     gv_in = jnp.einsum("bl,blm->m", cb, C)
     s2 = jnp.square(sig)
@@ -123,14 +144,13 @@ def frame(vectors):
 
 def multi_noise(key, d, L, batch, D, H, n, shared):
     """One step's draws for :func:`multi_grads`: the in-frame token noise (B, L, D), the label noise
-    (B,) and the 2H out-of-span normals (2H, d), all cut from one call of ``jax.random.normal`` (one
-    random-number kernel a step: about half the cost of three); with ``shared`` the n informative
-    tokens (positions 0..n-1) of a sequence share token 0's noise. Traceable."""
-    m = batch * L * D
-    u = jax.random.normal(key, (m + batch + 2 * H * d,), dtype=jnp.float64)
-    G = u[:m].reshape(batch, L, D)
+    (B,) and the 2H out-of-span normals (2H, d); with ``shared`` the n informative tokens (positions
+    0..n-1) of a sequence share token 0's noise. Traceable."""
+    kg, kx, kz = jax.random.split(key, 3)
+    G = jax.random.normal(kg, (batch, L, D), dtype=jnp.float64)
     G = jnp.where(shared & (jnp.arange(L) < n)[:, None], G[:, :1], G)  # shared: traced or static
-    return G, u[m:m + batch], u[m + batch:].reshape(2 * H, d)
+    return G, jax.random.normal(kx, (batch,), dtype=jnp.float64), \
+        jax.random.normal(kz, (2 * H, d), dtype=jnp.float64)
 
 
 def multi_coordinates(Q, ks, vs, G, xi, gamma, eps):
