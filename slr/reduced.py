@@ -16,12 +16,8 @@ where the informative tokens are. With ``shared`` the n informative tokens of a 
 noise draw (X_j = sqrt(d/2) k*_j + gamma z with one z, as in the authors' code); else they are
 independent (Eq. 30).
 
-Other predictors of one head that read the tokens only through X k and X v (softmax, the sigmoid,
-ReLU, linear attention) use the same argument with their coefficients obtained by differentiation
-(:func:`projection_coefficients`).
-
 Public traceable kernels (no checks): :func:`loss`, :func:`fallback_directions`, :func:`reduced_noise`,
-:func:`projection_coefficients`, :func:`reduced_grads`, :func:`frame`, :func:`multi_noise`, :func:`multi_coordinates`,
+:func:`reduced_grads`, :func:`frame`, :func:`multi_noise`, :func:`multi_coordinates`,
 :func:`multi_in_span`, :func:`multi_grads`.
 """
 from __future__ import annotations
@@ -33,7 +29,7 @@ import jax.numpy as jnp
 
 from slr.predictors import attention_erf
 
-__all__ = ["loss", "fallback_directions", "reduced_noise", "projection_coefficients", "reduced_grads", "frame", "multi_noise",
+__all__ = ["loss", "fallback_directions", "reduced_noise", "reduced_grads", "frame", "multi_noise",
            "multi_coordinates", "multi_in_span", "multi_grads"]
 
 _GS_TOL = 1e-8  # residual norm below which a vector counts as lying in the span (then substituted)
@@ -71,22 +67,8 @@ def reduced_noise(key, d, L, batch):
             jax.random.randint(kj, (batch,), 0, L))
 
 
-def projection_coefficients(f, A, Bv, y, lam):
-    """(dl/dA, dl/dBv), each (B, L), of the mean squared error l of a predictor f(X, k, v, lam) that
-    reads the tokens only through their projections A = X k and Bv = X v (every component-wise
-    activation, softmax): f is evaluated on the 2-D tokens (A_l, Bv_l) with k = e1, v = e2, and
-    differentiated. Traceable; no checks."""
-    e1, e2 = jnp.eye(2, dtype=A.dtype)
-
-    def mse(a, b):
-        return jnp.mean(jnp.square(y - f(jnp.stack([a, b], axis=-1), e1, e2, lam)))
-    return jax.grad(mse, argnums=(0, 1))(A, Bv)
-
-
-def reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch, f=None):
+def reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch):
     """Mini-batch gradients of :func:`loss` with exactly the law of the full-d draw. Traceable; no checks.
-    ``f``: another predictor that reads the tokens only through X k and X v (its coefficients by
-    :func:`projection_coefficients`); None: erf (Eq. 3), with its coefficients written out.
 
     The loss depends on the tokens only through their coordinates in an orthonormal frame Q (4, d) of
     S = span{k*, v*, k, v} (Q[0] = k*, Q[1] = v*; a degenerate span is completed by the fixed
@@ -114,13 +96,10 @@ def reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch, f=None):
     y = jnp.sum(jnp.where(onehot, C[..., 1], 0.0), axis=1) \
         + eps * G[n4:n4 + batch]
     A, Bv = C @ ck, C @ cv  # X.k, X.v: (B, L)
-    if f is None:
-        e = jax.scipy.special.erf(lam * A)
-        res = y - jnp.sum(e * Bv, axis=1)  # (B,)
-        ca = (-2.0 / batch) * res[:, None] * lam * (2.0 / math.sqrt(math.pi)) * jnp.exp(-jnp.square(lam * A)) * Bv
-        cb = (-2.0 / batch) * res[:, None] * e
-    else:
-        ca, cb = projection_coefficients(f, A, Bv, y, lam)
+    e = jax.scipy.special.erf(lam * A)
+    res = y - jnp.sum(e * Bv, axis=1)  # (B,)
+    ca = (-2.0 / batch) * res[:, None] * lam * (2.0 / math.sqrt(math.pi)) * jnp.exp(-jnp.square(lam * A)) * Bv
+    cb = (-2.0 / batch) * res[:, None] * e
     gk_in = jnp.einsum("bl,blm->m", ca, C)
     gv_in = jnp.einsum("bl,blm->m", cb, C)
     s2 = jnp.square(sig)
