@@ -34,7 +34,8 @@ from jax.scipy.special import erf
 from slr._validate import check_positive_array
 
 __all__ = ["oracle_argmax", "attention_softmax", "attention_erf", "attention_sigmoid", "attention_relu",
-           "attention_linear", "attention_multihead", "attention_layer", "bayes", "PREDICTORS", "get_predictor"]
+           "attention_linear", "attention_multihead", "attention_layer", "bayes", "PREDICTORS", "READS_PROJECTIONS",
+           "get_predictor"]
 
 _SIGMOID_SCALE = 2.0 / math.sqrt(math.pi)
 
@@ -163,6 +164,11 @@ PREDICTORS = {
     "multihead": attention_multihead,
     "argmax": oracle_argmax,
 }
+
+
+#: Predictors that read the tokens only through X k and X v (the reduced sampler of :mod:`slr.reduced`
+#: applies to one head of each).
+READS_PROJECTIONS = (attention_erf, attention_sigmoid, attention_relu, attention_softmax, attention_linear)
 
 
 def get_predictor(activation):

@@ -7,7 +7,8 @@ on data with n_loc informative tokens (:mod:`slr.task`: Section 2.1 for n_loc = 
 Each step draws ``batch`` fresh samples (:func:`slr.task.draws`, turned into samples of each run's
 oracle by :func:`slr.task.assemble`; with ``shared_draws`` one draw per step serves every run) and
 takes the Riemannian step of Definition 1 (:func:`slr.pgd.projected_step`) head by head on their mean
-squared error. For erf heads, ``sampler="reduced"`` draws the mini-batch gradient exactly in law at a
+squared error. For erf heads (and one head of any predictor of ``READS_PROJECTIONS``),
+``sampler="reduced"`` draws the mini-batch gradient exactly in law at a
 fraction of the cost (:mod:`slr.reduced`). :func:`sgd` is Figure 5's entry: one head, one oracle.
 
 Key use: ``key`` splits into the test key (one test draw shared by every run, assembled with each
@@ -26,14 +27,12 @@ import numpy as np
 from slr import _loop, reduced, task
 from slr._validate import check_int, check_key, check_lam, check_run, check_unit_rows, check_vectors
 from slr.pgd import Trajectory, projected_step, split_lam
-from slr.predictors import PREDICTORS, attention_erf, attention_multihead, get_predictor
+from slr.predictors import PREDICTORS, READS_PROJECTIONS, attention_erf, attention_multihead, get_predictor
 from slr.risk import closed_form
 
 __all__ = ["train", "sgd", "TrainLog", "model", "batch_keys", "fresh_draws", "tie", "SAMPLERS", "TOKEN_NOISE"]
 
 SAMPLERS = ("reduced", "full")
-#: One head of these reads the tokens only through X k and X v: the reduced sampler applies to it.
-READS_PROJECTIONS = tuple(PREDICTORS[n] for n in ("erf", "sigmoid", "relu", "softmax", "linear"))
 TOKEN_NOISE = ("independent", "shared")
 _BLOCK = 50  # steps whose draws are made at once (reduced sampler; 50 and 200 measured alike)
 _UNROLL = 4  # inner-loop unrolling of the steps (fig5: 0.33 ms per step of 30 repeats, 1: 0.44 ms)
@@ -76,10 +75,7 @@ def model(f, X, k, v, lam):
     once (``f.heads``, e.g. :func:`slr.predictors.attention_multihead`) is called as is. Traceable."""
     if getattr(f, "heads", False):
         return f(X, k, v, lam)
-    out = f(X, k[0], v[0], lam)
-    for h in range(1, k.shape[0]):
-        out = out + f(X, k[h], v[h], lam)
-    return out
+    return sum((f(X, k[h], v[h], lam) for h in range(1, k.shape[0])), f(X, k[0], v[0], lam))  # in order
 
 
 def batch_keys(key, repeats, shared_draws=False):
@@ -102,8 +98,7 @@ def _loss(f, k, v, X, y, lam):
 def _heads_step(k, v, gk, gv, alpha):
     """Definition 1 head by head, on (H, d) arrays. Traceable."""
     if k.shape[0] == 1:  # one head: the single-head step itself (the same round-off)
-        k, v = projected_step(k[0], v[0], gk[0], gv[0], alpha)
-        return k[None], v[None]
+        return tuple(x[None] for x in projected_step(k[0], v[0], gk[0], gv[0], alpha))
     return jax.vmap(projected_step, in_axes=(0, 0, 0, 0, None))(k, v, gk, gv, alpha)
 
 
@@ -118,8 +113,7 @@ def tie(dr, tied):
 
 def _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H, f):
     """(step, noise, unroll) of the reduced samplers: :func:`slr.reduced.reduced_grads` for one head on
-    one location (Figure 5; predictors other than erf through their projections), :func:`slr.reduced.multi_grads`
-    otherwise."""
+    one location (Figure 5; other predictors by their projections), else :func:`slr.reduced.multi_grads`."""
     n, d = ks.shape
     if H == n == 1:
         w, g_f = reduced.fallback_directions(d), None if f is attention_erf else f
@@ -139,15 +133,13 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
     (H, d), n = k0.shape, ks.shape[0]
     if sampler == "reduced" and d >= 2 * (n + H):  # else no frame: the full draw is as cheap
         step, noise, unroll = _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H, f)
-        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise=noise,
-                                block=_BLOCK)
+        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise, _BLOCK)
     grad = jax.grad(partial(_loss, f), argnums=(0, 1))
 
     def body(cr, t):
         dr = tie(fresh_draws(key, t, batch=batch, L=L, d=d, n_loc=n), tied)
         X, y, _ = task.assemble(dr, ks, vs, gamma=gamma, eps=eps)
-        gk, gv = grad(cr[0], cr[1], X, y, lam_t(t))
-        return _heads_step(cr[0], cr[1], gk, gv, alpha)
+        return _heads_step(cr[0], cr[1], *grad(cr[0], cr[1], X, y, lam_t(t)), alpha)
 
     return _loop.run_chunks(body, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, _UNROLL)
 
@@ -200,7 +192,8 @@ def _check_rows(name, x, d=None):
 
 def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, eps, log_every,
           predictor="erf", n_test=1000, shared_draws=False, sampler="full", token_noise="independent") -> TrainLog:
-    """Stochastic projected gradient descent on the sphere (Definition 1 on fresh mini-batches).
+    """Stochastic projected gradient descent on the sphere (Definition 1 on fresh mini-batches): a
+    :class:`TrainLog` of NumPy arrays.
 
     Args:
         key: JAX PRNG key (:func:`batch_keys`: a test key and the training streams).
@@ -220,15 +213,11 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
         token_noise: ``"independent"`` (Eq. 30: each informative token has its own noise) or
             ``"shared"`` (the n_loc informative tokens of a sequence share one noise draw, as in the
             authors' code for Figures 9 and 10), in training and in the test batch.
-
-    Returns:
-        A :class:`TrainLog` of NumPy arrays.
     """
     check_key("key", key)
     lam = check_lam(lam, check_int("steps", steps, lo=1))
     check_run(alpha=alpha, gamma=gamma, L=L, eps=eps, log_every=log_every)
-    check_int("batch", batch, lo=1)
-    check_int("n_test", n_test, lo=1)
+    check_int("batch", batch, lo=1), check_int("n_test", n_test, lo=1)
     if not (callable(predictor) or (isinstance(predictor, str) and predictor in PREDICTORS)):
         raise ValueError(f"predictor must be one of {sorted(PREDICTORS)} or a callable, got {predictor!r}")
     f = get_predictor(predictor)

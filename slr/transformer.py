@@ -17,9 +17,8 @@ initialisation as in Appendix E.3 (:func:`init_params`).
 
 Only the register row enters the prediction: :func:`predict` computes it alone from one score vector
 ``u_h = Q_h K_h^T LN(c) / sqrt(p)`` per head (:func:`forward_full`: the whole output, for checking).
-:func:`train` is deliberately plain SGD (optax) on the unconstrained matrices, as in Appendix E.3, not
-the sphere step of Definition 1 (:func:`slr.sgd.train`); fresh samples (:func:`slr.task.draws`) at every
-step of one jitted ``lax.scan``, runs vectorised with ``vmap``; float32 by default.
+:func:`train`: plain SGD (optax) on the matrices, as in Appendix E.3, not Definition 1's sphere step;
+fresh samples (:func:`slr.task.draws`) at every step of one jitted ``lax.scan``, runs vmapped; float32.
 """
 from __future__ import annotations
 
@@ -124,10 +123,7 @@ def init_params(key, *, d: int, p: int, m: int, H: int = 1, dtype=jnp.float64, o
         raise ValueError(f"d must be a multiple of H, got d={d!r} and H={H!r}")
     dv = d // H
     kK, kV, kO, k1, k2, kt = jax.random.split(key, 6)
-
-    def gauss(k, shape, var):
-        return jax.random.normal(k, shape, dtype=dtype) * math.sqrt(var)
-
+    gauss = lambda k, shape, var: jax.random.normal(k, shape, dtype=dtype) * math.sqrt(var)
     O = jnp.eye(d, dtype=dtype)[None] if H == 1 else gauss(kO, (H, dv, d), o_variance or 2.0 / (dv + d))
     Q = jnp.zeros((H, d, p), dtype=dtype) if not q_std else gauss(jax.random.fold_in(kK, 1), (H, d, p), q_std ** 2)
     return {"K": gauss(kK, (H, d, p), 2.0 / (d + p)), "Q": Q,
@@ -144,31 +140,38 @@ def layer_norm(x):
     return (x - mu) / jnp.sqrt(var + LN_EPS)
 
 
-def _register_row(params, c, X):
-    """Register row z0 (..., d) after attention + skip, the MLP pre-activation input. X: (..., L, d)."""
+def _register_row(params, c, X, normed=False):
+    """Register row z0 (..., d) after attention + skip. X: (..., L, d), or LN(X) if ``normed``."""
     p = params["K"].shape[-1]
     n0 = layer_norm(c)                                       # (d,)
-    N = layer_norm(X)                                        # (..., L, d)
+    N = X if normed else layer_norm(X)                       # (..., L, d)
     u = jnp.einsum("hdp,hep,e->hd", params["Q"], params["K"], n0) / math.sqrt(p)   # (H, d)
     s_tok = jnp.einsum("...ld,hd->...hl", N, u)             # (..., H, L)
-    s_reg = u @ n0                                           # (H,)
-    s_reg = jnp.broadcast_to(s_reg[..., None], s_tok.shape[:-1] + (1,))
+    s_reg = jnp.broadcast_to((u @ n0)[..., None], s_tok.shape[:-1] + (1,))   # (..., H, 1)
     a = jax.nn.softmax(jnp.concatenate([s_reg, s_tok], axis=-1), axis=-1)      # (..., H, L+1)
     avg = a[..., :1] * n0 + jnp.einsum("...hl,...ld->...hd", a[..., 1:], N)   # (..., H, d)
-    VO = jnp.einsum("hde,hef->hdf", params["V"], params["O"])                # (H, d, d)
-    return c + jnp.einsum("...hd,hdf->...f", avg, VO)
+    return c + _value(params, avg)
+
+
+def _value(params, a):
+    """sum_h a_h V_h O_h for a (..., H, d): head by head, (a_h V_h) O_h; no ``O`` in params: O = I."""
+    av = jnp.einsum("...hd,hde->...he", a, params["V"])                       # (..., H, d_v)
+    return jnp.einsum("...he,hef->...f", av, params["O"]) if "O" in params else av[..., 0, :]
 
 
 def _mlp(params, z):
     return z + jax.nn.relu(z @ params["W1"] + params["b1"]) @ params["W2"] + params["b2"]
 
 
-def predict(params, c, X):
+def predict(params, c, X, normed=False):
     """y_hat = theta^T T(X)_0 (Eq. 29 and the read-out of Appendix E.3), register row only.
 
-    params: from :func:`init_params`; c: (d,); X: (..., L, d). Returns shape (...).
+    params: from :func:`init_params` (without ``O``: one head, O = I); c: (d,); X: (..., L, d) (LN(X)
+    if ``normed``). Returns shape (...). The read-out is linear: theta^T ReLU(.) W2 = ReLU(.) (W2 theta),
+    a matrix-vector product per sample instead of a second MLP product (and a rank-one W2 gradient).
     """
-    return _mlp(params, _register_row(params, c, X)) @ params["theta"]
+    z, th = _register_row(params, c, X, normed), params["theta"]
+    return z @ th + jax.nn.relu(z @ params["W1"] + params["b1"]) @ (params["W2"] @ th) + params["b2"] @ th
 
 
 def forward_full(params, c, X):
@@ -177,23 +180,20 @@ def forward_full(params, c, X):
     Xt = jnp.concatenate([jnp.broadcast_to(c, X.shape[:-2] + (1, c.shape[0])), X], axis=-2)
     N = layer_norm(Xt)
     S = jnp.einsum("...id,hdp,hep,...je->...hij", N, params["K"], params["Q"], N) / math.sqrt(p)
-    A = jax.nn.softmax(S, axis=-1)
-    Z = Xt + jnp.einsum("...hij,...jd,hde,hef->...if", A, N, params["V"], params["O"])
-    return _mlp(params, Z)
+    return _mlp(params, Xt + _value(params, jnp.einsum("...hij,...jd->...ihd", jax.nn.softmax(S, -1), N)))
 
 
 def draw_batch(key, n: int, k_stars, v_stars, *, L: int, gamma, eps, dtype=jnp.float32, shared=False):
     """(Multiple-)location regression samples X (n, L, d), y (n,) for k_stars, v_stars (H, d), traceable:
     with ``dtype=float64`` and the same key exactly :func:`slr.task.sample_multi`'s ``X, y``; with
     ``shared`` the informative tokens share one noise draw (:func:`slr.sgd.tie`)."""
-    H, d = k_stars.shape
-    return assemble(tie(draws(key, n, L=L, d=d, H=H, dtype=dtype), shared), k_stars, v_stars, gamma=gamma,
-                    eps=eps)[:2]
+    dr = tie(draws(key, n, L=L, d=k_stars.shape[1], H=k_stars.shape[0], dtype=dtype), shared)
+    return assemble(dr, k_stars, v_stars, gamma=gamma, eps=eps)[:2]
 
 
-def test_risk(params, c, X, y):
+def test_risk(params, c, X, y, normed=False):
     """Empirical squared risk of :func:`predict` on a batch (X (n, L, d), y (n,))."""
-    return jnp.mean((predict(params, c, X) - y) ** 2)
+    return jnp.mean((predict(params, c, X, normed) - y) ** 2)
 
 
 def key_directions(params):
@@ -210,34 +210,29 @@ def value_directions(params, c, X, *, linearise="jacobian"):
     (``linearise="jacobian"``) its contribution is ``a LN(x)^T (V_h O_h g)``: v_hat_h = V_h O_h g normalised.
     ``linearise="identity"`` reads ReLU as the identity (g = (I + W1 W2) theta), as the authors' code.
     """
-    if linearise == "identity":
-        g = params["theta"] + params["W1"] @ (params["W2"] @ params["theta"])
-    elif linearise == "jacobian":
-        z0 = _register_row(params, c, X)                          # (n, d)
-        active = (z0 @ params["W1"] + params["b1"] > 0).astype(z0.dtype)   # (n, m)
-        w = jnp.mean(active, axis=0) * (params["W2"] @ params["theta"])    # (m,)
-        g = params["theta"] + params["W1"] @ w
-    else:
+    if linearise not in ("jacobian", "identity"):
         raise ValueError(f"linearise must be 'jacobian' or 'identity', got {linearise!r}")
-    v = jnp.einsum("hde,hef,f->hd", params["V"], params["O"], g)
+    w = params["W2"] @ params["theta"]                                    # (m,)
+    if linearise == "jacobian":  # weighted by the ReLU's probability of being active on the batch
+        z0 = _register_row(params, c, X)                                  # (n, d)
+        w = jnp.mean((z0 @ params["W1"] + params["b1"] > 0).astype(z0.dtype), axis=0) * w
+    g = params["theta"] + params["W1"] @ w
+    v = jnp.einsum("hde,hef,f->hd", params["V"], params["O"], g) if "O" in params else params["V"] @ g
     return v / jnp.linalg.norm(v, axis=-1, keepdims=True)
 
 
 def _metrics(params, c, Xt, yt, k_stars, v_stars, eps, n_jac):
     khat, ratio = key_directions(params)
-    vhat = value_directions(params, c, Xt[:n_jac])
-    vhat_id = value_directions(params, c, Xt[:n_jac], linearise="identity")
+    vhat, vhat_id = (value_directions(params, c, Xt[:n_jac], linearise=m) for m in ("jacobian", "identity"))
     return {"excess_risk": test_risk(params, c, Xt, yt) - eps**2,
             "k_align": jnp.abs(khat @ k_stars.T),  # (H heads, n_locations)
-            "v_align": vhat @ v_stars.T, "v_align_identity": vhat_id @ v_stars.T,  # signed
-            "sv_ratio": ratio}  # (H,)
+            "v_align": vhat @ v_stars.T, "v_align_identity": vhat_id @ v_stars.T, "sv_ratio": ratio}
 
 
 def _setup(key, cfg: TransformerConfig):
     dt = jnp.dtype(cfg.dtype)
     k_oracle, k_init, k_reg, k_test = jax.random.split(key, 4)
-    k_stars, v_stars = sample_oracle_multi(k_oracle, cfg.d, cfg.n_locations)
-    k_stars, v_stars = k_stars.astype(dt), v_stars.astype(dt)
+    k_stars, v_stars = (x.astype(dt) for x in sample_oracle_multi(k_oracle, cfg.d, cfg.n_locations))
     params = init_params(k_init, d=cfg.d, p=cfg.p, m=cfg.m, H=cfg.H, dtype=dt, o_variance=cfg.o_variance,
                          q_std=cfg.q_std)
     c = register_token(k_reg, cfg.d, dtype=dt)
@@ -250,59 +245,51 @@ def _setup(key, cfg: TransformerConfig):
 def _train(run_keys, data_key, cfg):
     dt = jnp.dtype(cfg.dtype)
     params, c, k_stars, v_stars, Xt, yt = jax.vmap(lambda k: _setup(k, cfg))(run_keys)
-    trainable = {k: v for k, v in params.items() if not (k == "O" and cfg.H == 1)}  # O = I is not trained
-    frozen = {k: v for k, v in params.items() if k not in trainable}
+    params = {k: v for k, v in params.items() if not (k == "O" and cfg.H == 1)}  # O = I: not stored
     opt = optax.sgd(cfg.lr)
-    opt_state = jax.vmap(opt.init)(trainable)
     n_jac = min(cfg.n_test, 256)
 
     def metrics(tr):
-        return jax.vmap(lambda tr, fr, c, ks, vs, Xt, yt: _metrics({**tr, **fr}, c, Xt, yt, ks, vs, cfg.eps, n_jac))(
-            tr, frozen, c, k_stars, v_stars, Xt, yt)
+        return jax.vmap(lambda *a: _metrics(*a, cfg.eps, n_jac))(tr, c, Xt, yt, k_stars, v_stars)
 
-    def loss(tr, fr, c, X, y):
-        return test_risk({**tr, **fr}, c, X, y)
-
-    def one_update(tr, st, fr, c, ks, vs, dr):
-        X, y, _ = assemble(dr, ks, vs, gamma=cfg.gamma, eps=cfg.eps)
-        grads = jax.grad(loss)(tr, fr, c, X, y)
-        updates, st = opt.update(grads, st, tr)
+    def one_update(tr, st, c, ks, vs, NZ, dr):  # NZ = LN(Z): the noise tokens' norms, once a step
+        _, y, J = assemble(dr, ks, vs, gamma=cfg.gamma, eps=cfg.eps)  # (X unused: not computed)
+        sig = math.sqrt(cfg.d / 2.0) * ks[None].astype(dt) + cfg.gamma * dr[2]  # assemble's X[J]
+        N = NZ.at[jnp.arange(NZ.shape[0])[:, None], J].set(layer_norm(sig))  # = LN(X)
+        updates, st = opt.update(jax.grad(test_risk)(tr, c, N, y, True), st, tr)
         return optax.apply_updates(tr, updates), st
 
     def step(carry, key):
-        tr, st = carry
         one_draw = lambda k: tie(draws(k, cfg.batch, L=cfg.L, d=cfg.d, H=cfg.n_locations, dtype=dt),
                                  cfg.token_noise == "shared")
         dr = one_draw(key) if cfg.shared_draws else jax.vmap(one_draw)(jax.random.split(key, cfg.repeats))
-        axes = (0, 0, 0, 0, 0, 0, None if cfg.shared_draws else 0)
-        return jax.vmap(one_update, in_axes=axes)(tr, st, frozen, c, k_stars, v_stars, dr), None
+        axes = (0, 0, 0, 0, 0) + (None if cfg.shared_draws else 0,) * 2
+        return jax.vmap(one_update, in_axes=axes)(*carry, c, k_stars, v_stars, layer_norm(dr[0]), dr), None
 
     def block(carry, key):
         carry, _ = jax.lax.scan(step, carry, jax.random.split(key, cfg.log_every))
         return carry, metrics(carry[0])
 
-    m0 = metrics(trainable)
-    (trained, _), logs = jax.lax.scan(block, (trainable, opt_state),
+    (trained, _), logs = jax.lax.scan(block, (params, jax.vmap(opt.init)(params)),
                                       jax.random.split(data_key, cfg.steps // cfg.log_every))
-    logs = jax.tree.map(lambda a, b: jnp.concatenate([a[:, None], jnp.swapaxes(b, 0, 1)], axis=1), m0, logs)
-    sv = jnp.linalg.svd(trained["Q"], compute_uv=False)
-    vhat = jax.vmap(lambda tr, fr, c, Xt: value_directions({**tr, **fr}, c, Xt[:n_jac]))(trained, frozen, c, Xt)
-    return {**logs, "Q_singular_values": sv, "k_stars": k_stars, "v_stars": v_stars, "Q": trained["Q"],
-            "k_hat": key_directions(trained)[0], "v_hat": vhat}
+    logs = jax.tree.map(lambda a, b: jnp.concatenate([a[:, None], jnp.swapaxes(b, 0, 1)], axis=1),
+                        metrics(params), logs)
+    vhat = jax.vmap(lambda tr, c, Xt: value_directions(tr, c, Xt[:n_jac]))(trained, c, Xt)
+    return {**logs, "Q_singular_values": jnp.linalg.svd(trained["Q"], compute_uv=False), "Q": trained["Q"],
+            "k_stars": k_stars, "v_stars": v_stars, "k_hat": key_directions(trained)[0], "v_hat": vhat}
 
 
 def train(cfg: TransformerConfig = FIGURE_8, seed=None):
     """Train ``cfg.repeats`` independent layers by single-pass SGD (optax.sgd) on fresh samples.
 
-    With ``cfg.shared_draws`` the draws of a step are shared by the runs, each turning them into samples
-    of its own oracle (sampling costs ``repeats`` times less; the runs' data streams are coupled).
-
+    With ``cfg.shared_draws`` the draws of a step (and the noise tokens' layer norms) are shared by the
+    runs, each turning them into samples of its own oracle (the runs' data streams are coupled).
     Returns a dict of NumPy arrays with a leading axis of repetitions: ``steps`` (n_logs,) and, at
     each logged step (every ``log_every`` steps, step 0 included), ``excess_risk`` (test risk minus
     eps^2 on a fixed test batch of ``n_test`` samples), ``k_align`` |<k_hat_h, k_star_j>| (H, n_locations),
     ``v_align`` <v_hat_h, v_star_j> (signed), ``v_align_identity`` and ``sv_ratio`` sigma_1/sigma_2 of
-    Q_h; at the end ``Q_singular_values`` (H, min(d, p)), ``Q`` (H, d, p), ``k_hat`` and ``v_hat`` (H, d). ``seed`` replaces ``cfg.seed``
-    (:func:`slr.experiments.run` calls ``train(cfg, seed)``).
+    Q_h; at the end ``Q_singular_values`` (H, min(d, p)), ``Q`` (H, d, p), ``k_hat`` and ``v_hat`` (H, d).
+    ``seed`` replaces ``cfg.seed`` (:func:`slr.experiments.run` calls ``train(cfg, seed)``).
     """
     if not isinstance(cfg, TransformerConfig):
         raise ValueError(f"cfg must be a TransformerConfig, got {type(cfg).__name__}")

@@ -39,6 +39,18 @@ def test_register_row_equals_full_layer_float64(H):
     np.testing.assert_allclose(T.predict(params, c, X), full, atol=1e-12, rtol=0)
 
 
+def test_predict_from_layer_norms_and_without_identity_O():
+    """The training path: LN(X) given (normed=True), and one head's O = I left out of params."""
+    params, c, X = _params(H=1)
+    no_o = {k: v for k, v in params.items() if k != "O"}
+    full = T.forward_full(params, c, X)[:, 0] @ params["theta"]
+    for pr, x, normed in ((params, T.layer_norm(X), True), (no_o, X, False), (no_o, T.layer_norm(X), True)):
+        np.testing.assert_allclose(T.predict(pr, c, x, normed), full, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(T.forward_full(no_o, c, X), T.forward_full(params, c, X), atol=1e-12, rtol=0)
+    np.testing.assert_allclose(T.value_directions(no_o, c, X), T.value_directions(params, c, X), atol=1e-12)
+    assert not np.allclose(T.predict(params, c, X, True), full, atol=1e-6)  # X is not its own LN
+
+
 def test_register_row_equals_full_layer_float32():
     params, c, X = _params(H=2, dtype=jnp.float32)
     full = T.forward_full(params, c, X)[:, 0] @ params["theta"]
