@@ -41,6 +41,16 @@ def _enable_compilation_cache():
 _enable_compilation_cache()
 
 
+@pytest.fixture(autouse=True)
+def no_chapter():
+    """Every test starts outside a chapter: a test that calls slr.claims.start leaves no chapter behind,
+    so the figures later tests draw are never recorded as a chapter's (slr.figcheck)."""
+    from slr import claims
+    claims.stop()
+    yield
+    claims.stop()
+
+
 @pytest.fixture
 def result_cache(tmp_path, monkeypatch):
     """An empty, private slr result cache (slr.cache) for one test: its directory."""

@@ -13,7 +13,8 @@ from slr import claims
 def claims_tmp(tmp_path, monkeypatch):
     monkeypatch.setenv("SLR_CLAIMS_DIR", str(tmp_path))
     claims.start("unit")
-    return tmp_path
+    yield tmp_path
+    claims.stop()  # no later test of this worker records into the chapter "unit" (slr.figcheck)
 
 
 def square_close_to_four(**kw):
