@@ -1,7 +1,5 @@
 """slr.figcheck: the measure of data under a legend, with its controls (a legend over a line, a band,
 markers, bars; the same legends moved to an empty corner or outside the axes cover nothing)."""
-import json
-
 import matplotlib
 import numpy as np
 import pytest
@@ -76,4 +74,3 @@ def test_figures_are_recorded_per_chapter(tmp_path, monkeypatch):
     fig.canvas.draw()                                   # outside a chapter: nothing is recorded
     matplotlib.pyplot.close(fig)
     assert figcheck.load() == {}
-    json.dumps(recs)
