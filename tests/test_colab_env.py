@@ -29,6 +29,7 @@ pytestmark = pytest.mark.skipif(os.environ.get("SLR_COLAB_CHECK") != "1",
 
 RUNNER = r"""
 import sys, time
+from datetime import datetime
 from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
@@ -38,6 +39,14 @@ for p in map(Path, sys.argv[1:]):
     NotebookClient(nb, kernel_name="python3", timeout=900,
                    resources={"metadata": {"path": str(p.parent)}}).execute()
     print(f"{p.name}: {time.time() - t:.1f} s", flush=True)
+    secs = []
+    for i, c in enumerate(nb.cells):
+        ex = c.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in ex and "shell.execute_reply" in ex:
+            a, b = (datetime.fromisoformat(ex[k].replace("Z", "+00:00"))
+                    for k in ("iopub.execute_input", "shell.execute_reply"))
+            secs.append(((b - a).total_seconds(), i))
+    print("  slowest cells (s, index):", sorted(secs, reverse=True)[:4], flush=True)
 """
 
 
@@ -73,8 +82,13 @@ def test_colab_like_venv_runs_every_chapter(tmp_path):
     shutil.copytree(ROOT / "book", src)
     notebooks = [src / n.name for n in toc_notebooks()]
     t1 = time.time()
-    out = subprocess.run([vpy, "-c", RUNNER, *notebooks], env=env, cwd=tmp_path, capture_output=True,
-                         text=True)
-    print(out.stdout[-5000:], out.stderr[-3000:])
-    assert out.returncode == 0, f"a chapter failed in the Colab-like environment:\n{out.stderr[-3000:]}"
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as err:  # each chapter's time is printed as soon as it finishes
+        proc = subprocess.Popen([vpy, "-c", RUNNER, *notebooks], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=err, text=True)
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+        returncode = proc.wait()
+    tail = log.read_text()[-3000:]
+    assert returncode == 0, f"a chapter failed in the Colab-like environment:\n{tail}"
     print(f"Colab check: base install {install_s:.0f} s, chapters {time.time() - t1:.0f} s")
