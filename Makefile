@@ -33,7 +33,7 @@ define COURSE
 	rm -rf _build/html/course && cp -r _build/course/_build/html _build/html/course
 endef
 
-.PHONY: install assets chromium graphviz book test unit notebooks browser course pdf colab-check binder-check build-check bench clean
+.PHONY: install assets chromium graphviz book test unit notebooks browser course pdf colab-check binder-check build-check bench bench-authors clean
 
 install: $(STAMP)
 
@@ -110,6 +110,11 @@ binder-check:
 
 bench: install
 	$(BIN)/python benchmarks/bench_figures.py
+
+## The Section 5 figures against the authors' own code, timed in one run: `make bench-authors AUTHORS=DIR`
+## with DIR a clone of github.com/PierreMarion23/single-location-regression (see benchmarks/bench_authors.py).
+bench-authors: install
+	$(BIN)/python benchmarks/bench_authors.py --authors $(AUTHORS)
 
 clean:
 	rm -rf _build

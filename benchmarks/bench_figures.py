@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/bench_figures.py             # all five figures
     .venv/bin/python benchmarks/bench_figures.py --only fig5 # one (repeatable: --only fig4a --only fig7b)
 
+(`benchmarks/bench_authors.py` runs it with an empty compilation cache beside the authors' own code.)
+
 The cache is bypassed (every figure is computed). Prints, per figure, the wall time and the final
 median [2.5%, 97.5%] over repeats of |kappa|, |nu|, the excess risk and the distance to M, and checks
 the expectations the paper states for Figures 4(a), 4(b) and 5 (Section 5).
@@ -10,6 +12,7 @@ the expectations the paper states for Figures 4(a), 4(b) and 5 (Section 5).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -30,6 +33,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", action="append", choices=sorted(E.CONFIGS), help="figure(s) to run")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="also write {figure: seconds} to this file")
     args = p.parse_args(argv)
     names = args.only or list(E.CONFIGS)
     rows, checks = [], []
@@ -61,6 +65,9 @@ def main(argv=None) -> int:
     print("(final values: median [2.5%, 97.5%] over repeats; excess risk: test-batch estimate for fig5, "
           "closed form: Proposition 15, '-' where the excess risk already is the closed form)")
     print(f"load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({r[0]: r[1] for r in rows}, f)
     ok = True
     for name, what, passed in checks:
         print(f"check {name}: {what}: {'OK' if passed else 'FAILED'}")
