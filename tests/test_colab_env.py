@@ -36,17 +36,20 @@ from nbclient import NotebookClient
 for p in map(Path, sys.argv[1:]):
     nb = nbformat.read(p, as_version=4)
     t = time.time()
-    NotebookClient(nb, kernel_name="python3", timeout=900,
+    NotebookClient(nb, kernel_name="python3", timeout=1800,
                    resources={"metadata": {"path": str(p.parent)}}).execute()
-    print(f"{p.name}: {time.time() - t:.1f} s", flush=True)
-    secs = []
+    total = time.time() - t
+    secs, first, last = [], None, None
     for i, c in enumerate(nb.cells):
         ex = c.get("metadata", {}).get("execution", {})
         if "iopub.execute_input" in ex and "shell.execute_reply" in ex:
-            a, b = (datetime.fromisoformat(ex[k].replace("Z", "+00:00"))
+            a, b = (datetime.fromisoformat(ex[k].replace("Z", "+00:00")).timestamp()
                     for k in ("iopub.execute_input", "shell.execute_reply"))
-            secs.append(((b - a).total_seconds(), i))
-    print("  slowest cells (s, index):", sorted(secs, reverse=True)[:4], flush=True)
+            secs.append((b - a, i))
+            first, last = first or a, b
+    print(f"{p.name}: {total:.1f} s, {sum(s for s, _ in secs):.1f} s in cells, kernel start "
+          f"{first - t:.1f} s, after the last cell {t + total - last:.1f} s; slowest (s, cell):",
+          [(round(s, 1), i) for s, i in sorted(secs, reverse=True)[:4]], flush=True)
 """
 
 
