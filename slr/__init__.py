@@ -41,4 +41,6 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+from slr import _rng  # noqa: E402,F401  threefry unrolled on CPU: the same bits, faster
+
 __version__ = "0.1.0"

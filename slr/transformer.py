@@ -79,9 +79,7 @@ class TransformerConfig:
             check_int(name, getattr(self, name))
         if self.d % self.H:
             raise ValueError(f"d must be a multiple of H, got d={self.d!r} and H={self.H!r}")
-        check_positive("gamma", self.gamma)
-        check_nonneg("eps", self.eps)
-        check_positive("lr", self.lr)
+        check_positive("gamma", self.gamma), check_positive("lr", self.lr), check_nonneg("eps", self.eps)
         if self.steps % self.log_every:
             raise ValueError(f"steps must be a multiple of log_every, got steps={self.steps!r}, "
                              f"log_every={self.log_every!r}")
@@ -89,8 +87,7 @@ class TransformerConfig:
         for name, ok in (("dtype", ("float32", "float64")), ("token_noise", ("independent", "shared"))):
             if getattr(self, name) not in ok:
                 raise ValueError(f"{name} must be one of {ok}, got {getattr(self, name)!r}")
-        if self.o_variance is not None:
-            check_positive("o_variance", self.o_variance)
+        _ = self.o_variance is None or check_positive("o_variance", self.o_variance)
         check_nonneg("q_std", self.q_std)
         return self
 
@@ -140,16 +137,23 @@ def layer_norm(x):
     return (x - mu) / jnp.sqrt(var + LN_EPS)
 
 
-def _register_row(params, c, X, normed=False):
-    """Register row z0 (..., d) after attention + skip. X: (..., L, d), or LN(X) if ``normed``."""
+def _register_row(params, c, X, normed=False, M=None, S=None):
+    """Register row z0 (..., d) after attention + skip. X: (..., L, d), or LN(X) if ``normed``; S (..., n, d)
+    replaces LN(X)'s rows at the one-hot positions M (..., L, n), with no copy of X (training)."""
     p = params["K"].shape[-1]
     n0 = layer_norm(c)                                       # (d,)
     N = X if normed else layer_norm(X)                       # (..., L, d)
     u = jnp.einsum("hdp,hep,e->hd", params["Q"], params["K"], n0) / math.sqrt(p)   # (H, d)
     s_tok = jnp.einsum("...ld,hd->...hl", N, u)             # (..., H, L)
+    if M is not None:
+        m = (jnp.sum(M, axis=-1) > 0)[..., None, :]          # (..., 1, L): the replaced positions
+        s_tok = jnp.where(m, jnp.einsum("...lj,...jh->...hl", M, S @ u.T), s_tok)
     s_reg = jnp.broadcast_to((u @ n0)[..., None], s_tok.shape[:-1] + (1,))   # (..., H, 1)
     a = jax.nn.softmax(jnp.concatenate([s_reg, s_tok], axis=-1), axis=-1)      # (..., H, L+1)
-    avg = a[..., :1] * n0 + jnp.einsum("...hl,...ld->...hd", a[..., 1:], N)   # (..., H, d)
+    at = a[..., 1:] if M is None else jnp.where(m, 0.0, a[..., 1:])
+    avg = a[..., :1] * n0 + jnp.einsum("...hl,...ld->...hd", at, N)          # (..., H, d)
+    if M is not None:
+        avg = avg + jnp.einsum("...hj,...jd->...hd", jnp.einsum("...hl,...lj->...hj", a[..., 1:], M), S)
     return c + _value(params, avg)
 
 
@@ -163,14 +167,13 @@ def _mlp(params, z):
     return z + jax.nn.relu(z @ params["W1"] + params["b1"]) @ params["W2"] + params["b2"]
 
 
-def predict(params, c, X, normed=False):
+def predict(params, c, X, normed=False, M=None, S=None):
     """y_hat = theta^T T(X)_0 (Eq. 29 and the read-out of Appendix E.3), register row only.
 
     params: from :func:`init_params` (without ``O``: one head, O = I); c: (d,); X: (..., L, d) (LN(X)
-    if ``normed``). Returns shape (...). The read-out is linear: theta^T ReLU(.) W2 = ReLU(.) (W2 theta),
-    a matrix-vector product per sample instead of a second MLP product (and a rank-one W2 gradient).
-    """
-    z, th = _register_row(params, c, X, normed), params["theta"]
+    if ``normed``; M, S: as in ``_register_row``). Returns shape (...). The read-out is linear:
+    theta^T ReLU(.) W2 = ReLU(.) (W2 theta), a matrix-vector product per sample (rank-one W2 gradient)."""
+    z, th = _register_row(params, c, X, normed, M, S), params["theta"]
     return z @ th + jax.nn.relu(z @ params["W1"] + params["b1"]) @ (params["W2"] @ th) + params["b2"] @ th
 
 
@@ -191,9 +194,9 @@ def draw_batch(key, n: int, k_stars, v_stars, *, L: int, gamma, eps, dtype=jnp.f
     return assemble(dr, k_stars, v_stars, gamma=gamma, eps=eps)[:2]
 
 
-def test_risk(params, c, X, y, normed=False):
+def test_risk(params, c, X, y, normed=False, M=None, S=None):
     """Empirical squared risk of :func:`predict` on a batch (X (n, L, d), y (n,))."""
-    return jnp.mean((predict(params, c, X, normed) - y) ** 2)
+    return jnp.mean((predict(params, c, X, normed, M, S) - y) ** 2)
 
 
 def key_directions(params):
@@ -233,9 +236,8 @@ def _setup(key, cfg: TransformerConfig):
     dt = jnp.dtype(cfg.dtype)
     k_oracle, k_init, k_reg, k_test = jax.random.split(key, 4)
     k_stars, v_stars = (x.astype(dt) for x in sample_oracle_multi(k_oracle, cfg.d, cfg.n_locations))
-    params = init_params(k_init, d=cfg.d, p=cfg.p, m=cfg.m, H=cfg.H, dtype=dt, o_variance=cfg.o_variance,
-                         q_std=cfg.q_std)
-    c = register_token(k_reg, cfg.d, dtype=dt)
+    params, c = init_params(k_init, d=cfg.d, p=cfg.p, m=cfg.m, H=cfg.H, dtype=dt, o_variance=cfg.o_variance,
+                            q_std=cfg.q_std), register_token(k_reg, cfg.d, dtype=dt)
     Xt, yt = draw_batch(k_test, cfg.n_test, k_stars, v_stars, L=cfg.L, gamma=cfg.gamma, eps=cfg.eps, dtype=dt,
                         shared=cfg.token_noise == "shared")
     return params, c, k_stars, v_stars, Xt, yt
@@ -249,14 +251,12 @@ def _train(run_keys, data_key, cfg):
     opt = optax.sgd(cfg.lr)
     n_jac = min(cfg.n_test, 256)
 
-    def metrics(tr):
-        return jax.vmap(lambda *a: _metrics(*a, cfg.eps, n_jac))(tr, c, Xt, yt, k_stars, v_stars)
-
+    metrics = lambda tr: jax.vmap(lambda *a: _metrics(*a, cfg.eps, n_jac))(tr, c, Xt, yt, k_stars, v_stars)
     def one_update(tr, st, c, ks, vs, NZ, dr):  # NZ = LN(Z): the noise tokens' norms, once a step
         _, y, J = assemble(dr, ks, vs, gamma=cfg.gamma, eps=cfg.eps)  # (X unused: not computed)
-        sig = math.sqrt(cfg.d / 2.0) * ks[None].astype(dt) + cfg.gamma * dr[2]  # assemble's X[J]
-        N = NZ.at[jnp.arange(NZ.shape[0])[:, None], J].set(layer_norm(sig))  # = LN(X)
-        updates, st = opt.update(jax.grad(test_risk)(tr, c, N, y, True), st, tr)
+        S = layer_norm(math.sqrt(cfg.d / 2.0) * ks[None].astype(dt) + cfg.gamma * dr[2])  # LN(X[J])
+        M = (J[:, None, :] == jnp.arange(cfg.L)[:, None]).astype(dt)  # (B, L, n): X[J] = S, not copied
+        updates, st = opt.update(jax.grad(test_risk)(tr, c, NZ, y, True, M, S), st, tr)
         return optax.apply_updates(tr, updates), st
 
     def step(carry, key):
