@@ -171,3 +171,21 @@ def test_train_shape_validation(small):
         S.train(jax.random.key(0), 2 * k0, v0, ks, vs, **KW)
     with pytest.raises(ValueError, match="reduced"):  # the reduced samplers know erf heads only
         S.train(jax.random.key(0), k0, v0, ks, vs, sampler="reduced", predictor="relu", **KW)
+
+
+@pytest.mark.parametrize("sampler", ["full", "reduced"])
+def test_chapters_unrolling_is_the_rolled_loop(small, monkeypatch, sampler):
+    """The suite rolls the step loops (conftest: half the compilation time); the chapters unroll them
+    (slr.sgd._UNROLL = 4): the same iterates. Chunks of 60 steps run the unrolled loop and its
+    remainder (full), the 50-step noise block and the rest (reduced)."""
+    from conftest import CHAPTER_UNROLL
+    name, unroll = CHAPTER_UNROLL[S.__name__]
+    assert unroll > 1
+    k0, v0 = small["one"]
+    kw = dict(KW, steps=130, log_every=60, sampler=sampler)
+    rolled = S.train(jax.random.key(64), k0, v0, small["ks"][None], small["vs"][None], **kw)
+    monkeypatch.setattr(S, name, unroll)
+    unrolled = S.train(jax.random.key(64), k0, v0, small["ks"][None], small["vs"][None], **kw)
+    for f in ("kappa", "nu", "theta", "eta", "rho", "excess_risk", "k", "v"):
+        np.testing.assert_allclose(getattr(unrolled, f), getattr(rolled, f), rtol=0, atol=1e-13, err_msg=f)
+    assert np.max(np.abs(rolled.kappa[:, -1] - rolled.kappa[:, 0])) > 1e-2  # the runs moved

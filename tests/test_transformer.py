@@ -159,10 +159,13 @@ def test_register_row_training_equals_full_layer_training():
     row = lambda pr, X, y: T.test_risk(pr, c, X, y)
 
     def run(loss):
+        @jax.jit  # one program per loss (eagerly, every operation of the gradient compiles alone)
+        def step(pr, key):
+            X, y = T.draw_batch(key, 16, ks, vs, L=5, gamma=0.7, eps=0.1, dtype=jnp.float64)
+            return jax.tree.map(lambda a, g: a - 0.1 * g, pr, jax.grad(loss)(pr, X, y))
         pr = params
         for t in range(20):
-            X, y = T.draw_batch(jax.random.key(100 + t), 16, ks, vs, L=5, gamma=0.7, eps=0.1, dtype=jnp.float64)
-            pr = jax.tree.map(lambda a, g: a - 0.1 * g, pr, jax.grad(loss)(pr, X, y))
+            pr = step(pr, jax.random.key(100 + t))
         return pr
 
     a, b = run(row), run(full)
