@@ -280,13 +280,15 @@ def test_init_sphere_heads():
 
 def test_chapters_unrolling_is_the_rolled_loop(oracle400, monkeypatch):
     """The suite rolls the step loop (conftest: less compilation); the chapters unroll it (slr.pgd.UNROLL):
-    the same iterates. 105 steps in chunks of 10 and a remainder of 5."""
+    the same iterates. 40 chunks of 51 steps (odd: the unrolled loop and its remainder); the chunk length
+    is traced, so the rolled program is test_reduced_matches_full's. lam decays (lam0 and c are traced too),
+    so a step that read another step's lam, or a skipped step, would change the iterates."""
     from conftest import CHAPTER_UNROLL
     name, unroll = CHAPTER_UNROLL[P.__name__]
     assert unroll > 1
     ks, vs = oracle400
-    k0, v0 = P.init_sphere(jax.random.key(2), 400, 3)
-    kw = dict(lam=lambda t: 1.0 / (1.0 + 1e-4 * t), alpha=4e-3, steps=105, log_every=10, **SETTING)
+    k0, v0 = P.init_sphere(jax.random.key(1), 400, 3)
+    kw = dict(lam=P.InverseTime(1.0, 1e-2), alpha=4e-3, steps=40 * 51, log_every=51, **SETTING)
     rolled = P.pgd(k0, v0, ks, vs, **kw)
     monkeypatch.setattr(P, name, unroll)
     unrolled = P.pgd(k0, v0, ks, vs, **kw)
