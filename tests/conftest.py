@@ -82,12 +82,13 @@ def result_cache(tmp_path, monkeypatch):
 
 
 # Under `-n N --dist loadfile` a worker takes the next file when it is done with one: starting with the
-# costliest files (cold-cache seconds measured with `--durations=0`, a few seconds to half a minute each)
-# keeps the workers busy to the end instead of leaving one of them alone with a large file.
-_COSTLIEST_FIRST = ("test_reduced.py", "test_sgd.py", "test_risk.py", "test_pgd.py", "test_transformer.py",
-                    "test_experiments.py", "test_task.py", "test_manifold.py", "test_predictors.py",
-                    "test_montecarlo.py", "test_probe.py", "test_icl.py", "test_multihead.py",
-                    "test_landscape.py", "test_gaussian.py", "test_validation.py")
+# costliest files (cold-cache CPU seconds of each file, a few seconds to half a minute each;
+# test_nbval_cache.py waits on a subprocess) keeps the workers busy to the end instead of leaving one of them alone with a large file.
+_COSTLIEST_FIRST = ("test_reduced.py", "test_risk.py", "test_sgd.py", "test_pgd.py", "test_transformer.py",
+                    "test_recovery.py", "test_nbval_cache.py", "test_experiments.py", "test_montecarlo.py",
+                    "test_baselines.py", "test_manifold.py", "test_reduced_projections.py", "test_task.py",
+                    "test_multihead.py", "test_predictors.py", "test_icl.py", "test_gaussian.py",
+                    "test_appendix_f.py", "test_probe.py", "test_landscape.py", "test_validation.py")
 
 
 def pytest_collection_modifyitems(items):
