@@ -13,6 +13,14 @@ source under test and the IEEE semantics are the same (no fast-math), but the co
 differently in the last bit (measured: <= 1e-14 on every output compared, /work/cmp/tests_prof), so no test
 may compare against arrays computed by another process with other flags. ``SLR_TEST_XLA_OPT=1`` keeps
 XLA's default optimisation (e.g. to time the chapters' configuration).
+
+For the same reason the suite traces the step loops of the trainers without unrolling them
+(``slr.sgd._UNROLL`` and ``slr.pgd.UNROLL`` set to 1 by :func:`_roll_the_step_loops`): an unrolled
+loop body is compiled once per copy, and the stochastic trainer's programs (``slr.sgd._core``, a
+third of this suite's compilation) compile in half the time rolled (measured 2.8 s -> 1.3 s each).
+The steps are the same either way; the tests ``test_chapters_unrolling_is_the_rolled_loop`` (in
+``test_sgd.py`` and ``test_pgd.py``) run the chapters' unrolling and check it against the rolled
+loop. ``SLR_TEST_UNROLL=1`` keeps the chapters' unrolling everywhere.
 """
 import os
 from pathlib import Path
@@ -40,6 +48,19 @@ def _enable_compilation_cache():
 
 _enable_compilation_cache()
 
+CHAPTER_UNROLL = {}  # module -> (name, the chapters' unrolling), for the tests that run it
+
+
+def _roll_the_step_loops():
+    from slr import pgd, sgd
+    for mod, name in ((sgd, "_UNROLL"), (pgd, "UNROLL")):
+        CHAPTER_UNROLL[mod.__name__] = (name, getattr(mod, name))
+        if os.environ.get("SLR_TEST_UNROLL", "0") in ("0", "false", "no", ""):
+            setattr(mod, name, 1)
+
+
+_roll_the_step_loops()
+
 
 @pytest.fixture(autouse=True)
 def no_chapter():
@@ -61,12 +82,13 @@ def result_cache(tmp_path, monkeypatch):
 
 
 # Under `-n N --dist loadfile` a worker takes the next file when it is done with one: starting with the
-# costliest files (cold-cache seconds measured with `--durations=0`, a few seconds to half a minute each)
-# keeps the workers busy to the end instead of leaving one of them alone with a large file.
-_COSTLIEST_FIRST = ("test_reduced.py", "test_sgd.py", "test_risk.py", "test_pgd.py", "test_transformer.py",
-                    "test_experiments.py", "test_task.py", "test_manifold.py", "test_predictors.py",
-                    "test_montecarlo.py", "test_probe.py", "test_icl.py", "test_multihead.py",
-                    "test_landscape.py", "test_gaussian.py", "test_validation.py")
+# costliest files (cold-cache CPU seconds of each file, a few seconds to half a minute each;
+# test_nbval_cache.py waits on a subprocess) keeps the workers busy to the end instead of leaving one of them alone with a large file.
+_COSTLIEST_FIRST = ("test_reduced.py", "test_risk.py", "test_sgd.py", "test_pgd.py", "test_transformer.py",
+                    "test_recovery.py", "test_nbval_cache.py", "test_experiments.py", "test_montecarlo.py",
+                    "test_baselines.py", "test_manifold.py", "test_reduced_projections.py", "test_task.py",
+                    "test_multihead.py", "test_predictors.py", "test_icl.py", "test_gaussian.py",
+                    "test_appendix_f.py", "test_probe.py", "test_landscape.py", "test_validation.py")
 
 
 def pytest_collection_modifyitems(items):

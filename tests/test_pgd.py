@@ -276,3 +276,22 @@ def test_init_sphere_heads():
     np.testing.assert_array_equal(v.reshape(6, 12), v6)
     with pytest.raises(ValueError, match="H"):
         P.init_sphere(jax.random.key(4), 12, 3, H=0)
+
+
+def test_chapters_unrolling_is_the_rolled_loop(oracle400, monkeypatch):
+    """The suite rolls the step loop (conftest: less compilation); the chapters unroll it (slr.pgd.UNROLL):
+    the same iterates. 40 chunks of 51 steps (odd: the unrolled loop and its remainder); the chunk length
+    is traced, so the rolled program is test_reduced_matches_full's. lam decays (lam0 and c are traced too),
+    so a step that read another step's lam, or a skipped step, would change the iterates."""
+    from conftest import CHAPTER_UNROLL
+    name, unroll = CHAPTER_UNROLL[P.__name__]
+    assert unroll > 1
+    ks, vs = oracle400
+    k0, v0 = P.init_sphere(jax.random.key(1), 400, 3)
+    kw = dict(lam=P.InverseTime(1.0, 1e-2), alpha=4e-3, steps=40 * 51, log_every=51, **SETTING)
+    rolled = P.pgd(k0, v0, ks, vs, **kw)
+    monkeypatch.setattr(P, name, unroll)
+    unrolled = P.pgd(k0, v0, ks, vs, **kw)
+    for f in ("kappa", "nu", "theta", "eta", "rho", "excess_risk"):
+        np.testing.assert_allclose(getattr(unrolled, f), getattr(rolled, f), rtol=0, atol=1e-14, err_msg=f)
+    assert np.max(np.abs(rolled.kappa[:, -1] - rolled.kappa[:, 0])) > 1e-3

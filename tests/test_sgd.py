@@ -171,3 +171,28 @@ def test_train_shape_validation(small):
         S.train(jax.random.key(0), 2 * k0, v0, ks, vs, **KW)
     with pytest.raises(ValueError, match="reduced"):  # the reduced samplers know erf heads only
         S.train(jax.random.key(0), k0, v0, ks, vs, sampler="reduced", predictor="relu", **KW)
+
+
+@pytest.mark.parametrize("sampler", ["full", "reduced"])
+def test_chapters_unrolling_is_the_rolled_loop(small, monkeypatch, sampler):
+    """The suite rolls the step loops (conftest: half the compilation time); the chapters unroll them
+    (slr.sgd._UNROLL = 4): the same iterates. Two chunks of 61 steps (the chunk length is traced: the
+    full sampler's rolled program is KW's) run the unrolled loop and its remainder (full), the 50-step
+    noise block and the rest (reduced). The compiled programs differ, so they may round differently
+    (measured: 3e-13 on kappa after 122 steps); a step that read another step's batch or skipped one
+    would change the iterates by ~1e-1."""
+    from conftest import CHAPTER_UNROLL
+    name, unroll = CHAPTER_UNROLL[S.__name__]
+    assert unroll > 1
+    k0, v0 = small["one"]
+    kw = dict(KW, steps=122, log_every=61, sampler=sampler)
+    rolled = S.train(jax.random.key(64), k0, v0, small["ks"][None], small["vs"][None], **kw)
+    monkeypatch.setattr(S, name, unroll)
+    S._core.clear_cache()  # the unrolling is read when tracing: trace again
+    try:
+        unrolled = S.train(jax.random.key(64), k0, v0, small["ks"][None], small["vs"][None], **kw)
+    finally:
+        S._core.clear_cache()
+    for f in ("kappa", "nu", "theta", "eta", "rho", "excess_risk", "k", "v"):
+        np.testing.assert_allclose(getattr(unrolled, f), getattr(rolled, f), rtol=0, atol=1e-10, err_msg=f)
+    assert np.max(np.abs(rolled.kappa[:, -1] - rolled.kappa[:, 0])) > 1e-2  # the runs moved

@@ -9,6 +9,11 @@ import pytest
 from slr import transformer as T
 from slr.task import draws, sample_multi, sample_oracle_multi
 
+# the layer's functions compiled whole: eagerly, every operation of a forward pass compiles alone
+_predict = jax.jit(T.predict, static_argnums=3)
+_forward_full = jax.jit(T.forward_full)
+_value_directions = jax.jit(T.value_directions, static_argnames="linearise")
+
 
 def _params(H=1, dtype=jnp.float64, d=16, p=12, m=20):
     params = T.init_params(jax.random.key(0), d=d, p=p, m=m, H=H, dtype=dtype)
@@ -28,33 +33,33 @@ def test_shapes():
     assert params["b1"].shape == (20,) and params["b2"].shape == (16,) and params["theta"].shape == (16,)
     _, c, X = _params()
     p1, _, _ = _params(H=1)
-    assert T.predict(p1, c, X).shape == (5,)
-    assert T.forward_full(p1, c, X).shape == (5, 8, 16)
+    assert _predict(p1, c, X).shape == (5,)
+    assert _forward_full(p1, c, X).shape == (5, 8, 16)
 
 
 @pytest.mark.parametrize("H", [1, 2])
 def test_register_row_equals_full_layer_float64(H):
     params, c, X = _params(H=H)
-    full = T.forward_full(params, c, X)[:, 0] @ params["theta"]
-    np.testing.assert_allclose(T.predict(params, c, X), full, atol=1e-12, rtol=0)
+    full = _forward_full(params, c, X)[:, 0] @ params["theta"]
+    np.testing.assert_allclose(_predict(params, c, X), full, atol=1e-12, rtol=0)
 
 
 def test_predict_from_layer_norms_and_without_identity_O():
     """The training path: LN(X) given (normed=True), and one head's O = I left out of params."""
     params, c, X = _params(H=1)
     no_o = {k: v for k, v in params.items() if k != "O"}
-    full = T.forward_full(params, c, X)[:, 0] @ params["theta"]
+    full = _forward_full(params, c, X)[:, 0] @ params["theta"]
     for pr, x, normed in ((params, T.layer_norm(X), True), (no_o, X, False), (no_o, T.layer_norm(X), True)):
-        np.testing.assert_allclose(T.predict(pr, c, x, normed), full, atol=1e-12, rtol=0)
-    np.testing.assert_allclose(T.forward_full(no_o, c, X), T.forward_full(params, c, X), atol=1e-12, rtol=0)
-    np.testing.assert_allclose(T.value_directions(no_o, c, X), T.value_directions(params, c, X), atol=1e-12)
-    assert not np.allclose(T.predict(params, c, X, True), full, atol=1e-6)  # X is not its own LN
+        np.testing.assert_allclose(_predict(pr, c, x, normed), full, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(_forward_full(no_o, c, X), _forward_full(params, c, X), atol=1e-12, rtol=0)
+    np.testing.assert_allclose(_value_directions(no_o, c, X), _value_directions(params, c, X), atol=1e-12)
+    assert not np.allclose(_predict(params, c, X, True), full, atol=1e-6)  # X is not its own LN
 
 
 def test_register_row_equals_full_layer_float32():
     params, c, X = _params(H=2, dtype=jnp.float32)
-    full = T.forward_full(params, c, X)[:, 0] @ params["theta"]
-    np.testing.assert_allclose(T.predict(params, c, X), full, atol=1e-6, rtol=0)
+    full = _forward_full(params, c, X)[:, 0] @ params["theta"]
+    np.testing.assert_allclose(_predict(params, c, X), full, atol=1e-6, rtol=0)
 
 
 def test_init_statistics():
@@ -159,10 +164,13 @@ def test_register_row_training_equals_full_layer_training():
     row = lambda pr, X, y: T.test_risk(pr, c, X, y)
 
     def run(loss):
+        @jax.jit  # one program per loss (eagerly, every operation of the gradient compiles alone)
+        def step(pr, key):
+            X, y = T.draw_batch(key, 16, ks, vs, L=5, gamma=0.7, eps=0.1, dtype=jnp.float64)
+            return jax.tree.map(lambda a, g: a - 0.1 * g, pr, jax.grad(loss)(pr, X, y))
         pr = params
         for t in range(20):
-            X, y = T.draw_batch(jax.random.key(100 + t), 16, ks, vs, L=5, gamma=0.7, eps=0.1, dtype=jnp.float64)
-            pr = jax.tree.map(lambda a, g: a - 0.1 * g, pr, jax.grad(loss)(pr, X, y))
+            pr = step(pr, jax.random.key(100 + t))
         return pr
 
     a, b = run(row), run(full)
@@ -174,7 +182,7 @@ def test_register_row_training_equals_full_layer_training():
 def test_query_side_weight_stays_rank_one():
     """The chapter's proposition: Q = 0 at the start, a fixed register and plain SGD keep every Q_h of
     rank one (sigma_2 / sigma_1 at float64 round-off); from a random Q_0 it is not."""
-    cfg = dataclasses.replace(T.FIGURE_10, d=16, p=8, m=16, steps=200, log_every=100, repeats=2, n_test=64,
+    cfg = dataclasses.replace(T.FIGURE_10, d=16, p=8, m=16, steps=100, log_every=50, repeats=2, n_test=64,
                               dtype="float64")
     out = T.train(cfg)
     sv = out["Q_singular_values"]
