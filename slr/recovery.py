@@ -2,7 +2,7 @@
 the chapter on the paper's open questions; the dynamics is Definition 1 on the closed form of
 Proposition 15, simulated exactly in the 4-D frame by :func:`slr.pgd.pgd_overlaps`).
 
-- :func:`sphere_overlaps`: the five overlaps of uniform starts against one sampled oracle.
+- :func:`sphere_overlaps`: the five overlaps of uniform starts against one oracle (:func:`sphere_overlaps_law`: in law).
 - :class:`TemperatureConfig`, :func:`temperature_map`: a grid of (lam0, decay) cells, each run to a
   horizon in time alpha t, logged (recovery as a function of time).
 - :class:`DimensionConfig`, :func:`dimension_sweep`: one recipe rescaled with d (lam sqrt(d) and
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -30,8 +31,8 @@ from slr._validate import check_int, check_interval, check_key, check_nonneg, ch
 from slr.overlaps import NAMES, overlaps
 from slr.risk import closed_form, oracle_risk
 
-__all__ = ["sphere_overlaps", "TemperatureConfig", "temperature_map", "DimensionConfig", "dimension_sweep",
-           "overlap_flow", "flow_overlaps", "first_passage", "log_law", "end_kinds"]
+__all__ = ["sphere_overlaps", "sphere_overlaps_law", "TemperatureConfig", "temperature_map",
+           "DimensionConfig", "dimension_sweep", "overlap_flow", "flow_overlaps", "first_passage", "log_law", "end_kinds"]
 
 
 def sphere_overlaps(key, d: int, R: int):
@@ -41,6 +42,25 @@ def sphere_overlaps(key, d: int, R: int):
     check_key("key", key)
     k_oracle, k_init = jax.random.split(key)
     return tuple(np.asarray(x) for x in overlaps(*pgd.init_sphere(k_init, d, R), *task.sample_oracle(k_oracle, d)))
+
+
+def sphere_overlaps_law(key, d, R: int):
+    """The law of :func:`sphere_overlaps` at a cost independent of d (d traced: one compilation for every
+    d >= 4): with k = g/|g|, v = h/|h| (g, h standard normal in R^d, k*, v* the first two axes), only
+    g1, g2, h1, h2 and the Gram matrix of the other d - 2 coordinates enter, and that matrix is
+    (a, sqrt(a) u; ., u^2 + b) with a ~ chi2(d-2), u ~ N(0, 1), b ~ chi2(d-3) (rotate g_perp onto an
+    axis). Not the same draws as :func:`sphere_overlaps`; shapes (R,)."""
+    check_key("key", key)
+    return tuple(np.asarray(x) for x in _law(key, jnp.asarray(float(check_int("d", d, lo=4))), check_int("R", R)))
+
+
+@partial(jax.jit, static_argnums=2)
+def _law(key, d, R):
+    kn, ka, kb = jax.random.split(key, 3)
+    (g1, g2, h1, h2, u), a, b = jax.random.normal(kn, (5, R)), *(jax.random.chisquare(
+        k, d - m, (R,)) for k, m in ((ka, 2.0), (kb, 3.0)))
+    ng, nh = jnp.sqrt(g1 ** 2 + g2 ** 2 + a), jnp.sqrt(h1 ** 2 + h2 ** 2 + u ** 2 + b)
+    return g1 / ng, h2 / nh, h1 / nh, g2 / ng, (g1 * h1 + g2 * h2 + jnp.sqrt(a) * u) / (ng * nh)
 
 
 def _run_to(o, *, lam0, c_time, alpha, d, horizon, n_logs, gamma, L):
