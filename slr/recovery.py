@@ -38,20 +38,20 @@ __all__ = ["sphere_overlaps", "sphere_overlaps_law", "TemperatureConfig", "tempe
 def sphere_overlaps(key, d: int, R: int):
     """The overlaps (kappa, nu, theta, eta, rho), each of shape (R,), of R independent uniform starts
     (:func:`slr.pgd.init_sphere`) against one oracle (:func:`slr.task.sample_oracle`); ``key`` is split
-    into (oracle, starts)."""
-    check_key("key", key)
-    k_oracle, k_init = jax.random.split(key)
-    return tuple(np.asarray(x) for x in overlaps(*pgd.init_sphere(k_init, d, R), *task.sample_oracle(k_oracle, d)))
+    into (oracle, starts). One compiled program per (d, R)."""
+    return tuple(np.asarray(x) for x in _sphere(check_key("key", key), check_int("d", d, lo=2), check_int("R", R)))
+
+
+_sphere = jax.jit(lambda key, d, R: overlaps(*pgd.init_sphere(jax.random.split(key)[1], d, R),
+                                             *task.sample_oracle(jax.random.split(key)[0], d)), static_argnums=(1, 2))
 
 
 def sphere_overlaps_law(key, d, R: int):
     """The law of :func:`sphere_overlaps` at a cost independent of d (d traced: one compilation for every
     d >= 4): with k = g/|g|, v = h/|h| (g, h standard normal in R^d, k*, v* the first two axes), only
     g1, g2, h1, h2 and the Gram matrix of the other d - 2 coordinates enter, and that matrix is
-    (a, sqrt(a) u; ., u^2 + b) with a ~ chi2(d-2), u ~ N(0, 1), b ~ chi2(d-3) (rotate g_perp onto an
-    axis). Not the same draws as :func:`sphere_overlaps`; shapes (R,)."""
-    check_key("key", key)
-    return tuple(np.asarray(x) for x in _law(key, jnp.asarray(float(check_int("d", d, lo=4))), check_int("R", R)))
+    (a, sqrt(a) u; ., u^2 + b), a ~ chi2(d-2), u ~ N(0, 1), b ~ chi2(d-3). Not the same draws; shapes (R,)."""
+    return tuple(np.asarray(x) for x in _law(check_key("key", key), float(check_int("d", d, lo=4)), check_int("R", R)))
 
 
 @partial(jax.jit, static_argnums=2)
