@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 
-from slr import baselines, pgd, sgd, task, tuning
+from slr import _loop, baselines, pgd, sgd, task, tuning
 from slr import risk as R
 from slr._validate import check_int, check_nonneg, check_positive
+from slr.overlaps import overlaps
+from slr.predictors import attention_erf
 
 __all__ = ["best_lambda", "DiagMLPConfig", "diag_mlp_comparison"]
 
@@ -61,19 +66,60 @@ class DiagMLPConfig:
         return self
 
 
-def _pair(cfg, L, seed, lr_att, lr_mlp, lam):
-    """One seed at one L: (attention TrainLog, MLP dict) on the same fresh batches."""
+@partial(jax.jit, static_argnames=("n_chunks", "batch", "n_test", "L", "has_rem"))
+def _joint(key_test, stream, k0, v0, params, ks, vs, lam, alphas, lrs, gamma, eps, log_every, rem, *, n_chunks,
+           batch, n_test, L, has_rem):
+    """One training stream (:func:`slr.sgd.batch_keys`) read by several models at once: attention (Eq. 3,
+    projected SGD as :func:`slr.sgd.train`) at each step size of ``alphas`` (A,) and the diagonal MLP
+    (Adam as :func:`slr.baselines.train_diag_mlp`) at each of ``lrs`` (M,). Each step's fresh batch is
+    drawn once for all of them (the same numbers each would draw alone). Returns the test mean squared
+    errors at the logs, (T, A) and (T, M), and the attention iterates there, (T, A, d) twice."""
+    d = ks.shape[-1]
+    Xt, yt, _ = task.assemble(task.draws(key_test, n_test, L=L, d=d), ks[None], vs[None], gamma=gamma, eps=eps)
+    att_loss = lambda k, v, X, y: jnp.mean(jnp.square(y - attention_erf(X, k, v, lam)))
+    mlp_loss = lambda p, X, y: jnp.mean(jnp.square(y - baselines.diag_mlp(p, X)))
+
+    def att_step(k, v, X, y, a):
+        return pgd.projected_step(k, v, *jax.grad(att_loss, argnums=(0, 1))(k, v, X, y), a)
+
+    def mlp_step(p, st, X, y, lr):
+        upd, st = optax.adam(lr).update(jax.grad(mlp_loss)(p, X, y), st, p)
+        return optax.apply_updates(p, upd), st
+
+    def body(carry, t):
+        (k, v), (p, st) = carry
+        X, y, _ = task.assemble(sgd.fresh_draws(stream, t, batch=batch, L=L, d=d), ks[None], vs[None],
+                                gamma=gamma, eps=eps)
+        return (jax.vmap(att_step, (0, 0, None, None, 0))(k, v, X, y, alphas),
+                jax.vmap(mlp_step, (0, 0, None, None, 0))(p, st, X, y, lrs))
+
+    def log(carry):
+        (k, v), (p, _) = carry
+        return (jax.vmap(att_loss, (0, 0, None, None))(k, v, Xt, yt),
+                jax.vmap(mlp_loss, (0, None, None))(p, Xt, yt), k, v)
+
+    many = lambda x, n: jnp.broadcast_to(x, (n,) + x.shape)
+    p0 = jax.tree_util.tree_map(lambda x: many(x, lrs.shape[0]), params)
+    carry = ((many(k0, alphas.shape[0]), many(v0, alphas.shape[0])),
+             (p0, jax.vmap(lambda p, lr: optax.adam(lr).init(p))(p0, lrs)))
+    return _loop.run_chunks(body, carry, log, n_chunks, log_every, rem if has_rem else None, 1)
+
+
+def _pair(cfg, L, seed, alphas, lrs, lam):
+    """One seed at one L: attention at each step size of ``alphas`` and the MLP at each of ``lrs``, all
+    on the same fresh batches and test batch: ``(att_mse (T, A), mlp_mse (T, M), final overlaps
+    (kappa, nu, theta, eta, rho) each (A,), n_params)``."""
     k_oracle, k_init, k_mlp, k_train = jax.random.split(jax.random.key(seed * 1000 + L), 4)
     k_star, v_star = task.sample_oracle(k_oracle, cfg.d)
-    run = dict(L=L, gamma=cfg.gamma, eps=cfg.eps, steps=cfg.steps, batch=cfg.batch, n_test=cfg.n_test,
-               log_every=cfg.steps // cfg.n_eval)
-    att = mlp = None
-    if lr_att is not None:
-        att = sgd.train(k_train, *pgd.init_sphere(k_init, cfg.d, 1, H=1), k_star[None], v_star[None], lam=lam,
-                        alpha=lr_att, **run)
-    if lr_mlp is not None:
-        mlp = baselines.train_diag_mlp(k_train, k_mlp, k_star, v_star, width=cfg.width, lr=lr_mlp, **run)
-    return att, mlp
+    k0, v0 = (x[0, 0] for x in pgd.init_sphere(k_init, cfg.d, 1, H=1))
+    params = baselines.diag_mlp_init(k_mlp, L=L, d=cfg.d, width=cfg.width)
+    key_test, streams = sgd.batch_keys(k_train, 1)
+    n_chunks, rem = _loop.schedule(cfg.steps, cfg.steps // cfg.n_eval)
+    att, mlp, K, V = _joint(key_test, streams[0], k0, v0, params, k_star, v_star, float(lam),
+                            jnp.asarray(alphas, float), jnp.asarray(lrs, float), float(cfg.gamma),
+                            float(cfg.eps), cfg.steps // cfg.n_eval, int(rem or 0), n_chunks=n_chunks,
+                            batch=cfg.batch, n_test=cfg.n_test, L=int(L), has_rem=rem is not None)
+    return np.asarray(att), np.asarray(mlp), overlaps(K[-1], V[-1], k_star, v_star), baselines.n_params(params)
 
 
 def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
@@ -86,17 +132,18 @@ def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
     eps2 = cfg.eps ** 2
     for L in cfg.Ls:
         lam, oracle = best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps)
-        tune_a = [_pair(cfg, L, cfg.tune_seed, a, None, lam)[0].excess_risk[0, -1] for a in cfg.lrs_attention]
-        tune_m = [_pair(cfg, L, cfg.tune_seed, None, m, lam)[1]["excess_risk"][-1] for m in cfg.lrs_mlp]
-        lr_a, lr_m = cfg.lrs_attention[int(np.argmin(tune_a))], cfg.lrs_mlp[int(np.argmin(tune_m))]
-        runs = [_pair(cfg, L, seed + s, lr_a, lr_m, lam) for s in range(cfg.seeds)]
-        out["att_mse"].append([a.excess_risk[0] + eps2 for a, _ in runs])
-        out["mlp_mse"].append([m["excess_risk"] + eps2 for _, m in runs])
-        out["att_exact"].append([a.excess_risk_closed[0, -1] + eps2 for a, _ in runs])
-        for f in ("kappa", "nu", "theta", "eta"):
-            out[f].append([getattr(a, f)[0, -1, 0, 0] for a, _ in runs])
-        out["n_mlp"].append(runs[0][1]["n_params"])
-        out["step"] = runs[0][0].step
+        tune_a, tune_m, _, _ = _pair(cfg, L, cfg.tune_seed, cfg.lrs_attention, cfg.lrs_mlp, lam)
+        lr_a = cfg.lrs_attention[int(np.argmin(tune_a[-1] - eps2))]
+        lr_m = cfg.lrs_mlp[int(np.argmin(tune_m[-1] - eps2))]
+        runs = [_pair(cfg, L, seed + s, (lr_a,), (lr_m,), lam) for s in range(cfg.seeds)]
+        out["att_mse"].append([a[:, 0] for a, _, _, _ in runs])
+        out["mlp_mse"].append([m[:, 0] for _, m, _, _ in runs])
+        out["att_exact"].append([float(R.closed_form(*(x[0] for x in o), lam, cfg.gamma, float(cfg.d), float(L),
+                                                     cfg.eps)) for _, _, o, _ in runs])
+        for i, f in enumerate(("kappa", "nu", "theta", "eta")):
+            out[f].append([float(o[i][0]) for _, _, o, _ in runs])
+        out["n_mlp"].append(runs[0][3])
+        out["step"] = _loop.log_steps(cfg.steps, cfg.steps // cfg.n_eval)
         for k, v in (("lr_att", lr_a), ("lr_mlp", lr_m), ("lam", lam), ("oracle", oracle),
                      ("linear", R.linear_risk(gamma=cfg.gamma, L=L, eps=cfg.eps))):
             out[k].append(v)

@@ -2,7 +2,7 @@
 the chapter on the paper's open questions; the dynamics is Definition 1 on the closed form of
 Proposition 15, simulated exactly in the 4-D frame by :func:`slr.pgd.pgd_overlaps`).
 
-- :func:`sphere_overlaps`: the five overlaps of uniform starts against one sampled oracle.
+- :func:`sphere_overlaps`: the five overlaps of uniform starts against one oracle (:func:`sphere_overlaps_law`: in law).
 - :class:`TemperatureConfig`, :func:`temperature_map`: a grid of (lam0, decay) cells, each run to a
   horizon in time alpha t, logged (recovery as a function of time).
 - :class:`DimensionConfig`, :func:`dimension_sweep`: one recipe rescaled with d (lam sqrt(d) and
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -30,17 +31,36 @@ from slr._validate import check_int, check_interval, check_key, check_nonneg, ch
 from slr.overlaps import NAMES, overlaps
 from slr.risk import closed_form, oracle_risk
 
-__all__ = ["sphere_overlaps", "TemperatureConfig", "temperature_map", "DimensionConfig", "dimension_sweep",
-           "overlap_flow", "flow_overlaps", "first_passage", "log_law", "end_kinds"]
+__all__ = ["sphere_overlaps", "sphere_overlaps_law", "TemperatureConfig", "temperature_map",
+           "DimensionConfig", "dimension_sweep", "overlap_flow", "flow_overlaps", "first_passage", "log_law", "end_kinds"]
 
 
 def sphere_overlaps(key, d: int, R: int):
     """The overlaps (kappa, nu, theta, eta, rho), each of shape (R,), of R independent uniform starts
     (:func:`slr.pgd.init_sphere`) against one oracle (:func:`slr.task.sample_oracle`); ``key`` is split
-    into (oracle, starts)."""
-    check_key("key", key)
-    k_oracle, k_init = jax.random.split(key)
-    return tuple(np.asarray(x) for x in overlaps(*pgd.init_sphere(k_init, d, R), *task.sample_oracle(k_oracle, d)))
+    into (oracle, starts). One compiled program per (d, R)."""
+    return tuple(np.asarray(x) for x in _sphere(check_key("key", key), check_int("d", d, lo=2), check_int("R", R)))
+
+
+_sphere = jax.jit(lambda key, d, R: overlaps(*pgd.init_sphere(jax.random.split(key)[1], d, R),
+                                             *task.sample_oracle(jax.random.split(key)[0], d)), static_argnums=(1, 2))
+
+
+def sphere_overlaps_law(key, d, R: int):
+    """The law of :func:`sphere_overlaps` at a cost independent of d (d traced: one compilation for every
+    d >= 4): with k = g/|g|, v = h/|h| (g, h standard normal in R^d, k*, v* the first two axes), only
+    g1, g2, h1, h2 and the Gram matrix of the other d - 2 coordinates enter, and that matrix is
+    (a, sqrt(a) u; ., u^2 + b), a ~ chi2(d-2), u ~ N(0, 1), b ~ chi2(d-3). Not the same draws; shapes (R,)."""
+    return tuple(np.asarray(x) for x in _law(check_key("key", key), float(check_int("d", d, lo=4)), check_int("R", R)))
+
+
+@partial(jax.jit, static_argnums=2)
+def _law(key, d, R):
+    kn, ka, kb = jax.random.split(key, 3)
+    (g1, g2, h1, h2, u), a, b = jax.random.normal(kn, (5, R)), *(jax.random.chisquare(
+        k, d - m, (R,)) for k, m in ((ka, 2.0), (kb, 3.0)))
+    ng, nh = jnp.sqrt(g1 ** 2 + g2 ** 2 + a), jnp.sqrt(h1 ** 2 + h2 ** 2 + u ** 2 + b)
+    return g1 / ng, h2 / nh, h1 / nh, g2 / ng, (g1 * h1 + g2 * h2 + jnp.sqrt(a) * u) / (ng * nh)
 
 
 def _run_to(o, *, lam0, c_time, alpha, d, horizon, n_logs, gamma, L):
@@ -70,12 +90,10 @@ class TemperatureConfig:
     n_logs: int = 240
 
     def validate(self) -> "TemperatureConfig":
-        for x in self.lam0s:
-            check_positive("lam0s", x)
+        for name, x in [("lam0s", x) for x in self.lam0s] + [(n, getattr(self, n)) for n in ("horizon", "alpha", "gamma")]:
+            check_positive(name, x)
         for x in self.decays:
             check_nonneg("decays", x)
-        for name in ("horizon", "alpha", "gamma"):
-            check_positive(name, getattr(self, name))
         for name in ("d", "L", "repeats", "n_logs"):
             check_int(name, getattr(self, name))
         return self
@@ -118,14 +136,12 @@ class DimensionConfig:
     def validate(self) -> "DimensionConfig":
         for name in ("L", "repeats", "n_logs"):
             check_int(name, getattr(self, name))
-        for name in ("ell", "alpha_d", "horizon", "gamma"):
+        for name in ("ell", "alpha_d", "horizon", "gamma", "rtol", "atol"):
             check_positive(name, getattr(self, name))
         if not all(isinstance(x, int) and x >= 4 for x in self.ds):
             raise ValueError(f"ds must be integers >= 4, got {self.ds!r}")
         if self.method not in ("pgd", "flow"):
             raise ValueError(f"method must be 'pgd' or 'flow', got {self.method!r}")
-        for name in ("rtol", "atol"):
-            check_positive(name, getattr(self, name))
         return self
 
 
@@ -198,8 +214,7 @@ def _check_flow(lam, d, gamma, L):
         raise ValueError(f"lam must be finite and > 0, got {lam!r}")
     if not np.all(np.isfinite(d) & (np.asarray(d, dtype=float) >= 1)):
         raise ValueError(f"d must be a finite number >= 1, got {d!r}")
-    check_positive("gamma", gamma)
-    check_int("L", L)
+    check_positive("gamma", gamma), check_int("L", L)
 
 
 def flow_overlaps(overlaps0, *, lam, d, horizon, n_logs, gamma, L, rtol=1e-6, atol=1e-9):
@@ -265,6 +280,9 @@ def log_law(ds, times, *, n_boot: int = 2000, seed: int = 0):
     return fit(t), boot
 
 
+_oracle = jax.jit(lambda lam, gamma, d, L: closed_form(1.0, 1.0, 0.0, 0.0, 0.0, lam, gamma, d, L, 0.0))
+
+
 def end_kinds(data: dict, *, gamma, d, L, index=-1, kappa_min: float = 0.9):
     """At log ``index`` (None: every log) of a run dict (overlaps (..., T), ``lam`` of shape (..., T)
     without the run axis, or one lam per leading index): (kinds, gap). kinds: "recovered" for
@@ -276,5 +294,7 @@ def end_kinds(data: dict, *, gamma, d, L, index=-1, kappa_min: float = 0.9):
     o = [np.asarray(data[f])[..., sl] for f in NAMES]
     kinds = landscape.classify(*o, lam=lam, gamma=gamma, d=d)
     kinds = np.where(kinds == "oracle", np.where(np.abs(o[0]) >= kappa_min, "recovered", "other"), kinds)
-    gap = np.asarray(data["excess_risk"])[..., sl] - np.asarray(oracle_risk(lam=lam, gamma=gamma, d=d, L=L))
+    flat = np.ravel(lam)  # the oracle's risk (Theorem 1) in blocks of 1024 lams: one compilation
+    orc = np.asarray(_oracle(np.pad(flat, (0, -flat.size % 1024), mode="edge"), gamma, float(d), float(L)))
+    gap = np.asarray(data["excess_risk"])[..., sl] - orc[:flat.size].reshape(np.shape(lam))
     return kinds, gap

@@ -31,3 +31,28 @@ def test_diag_mlp_comparison_small():
     assert np.all(np.isfinite(out["att_exact"]))
     with pytest.raises(ValueError, match="Ls"):
         AF.DiagMLPConfig(Ls=(0,)).validate()
+
+
+def test_joint_training_is_each_model_trained_alone():
+    """_pair trains every model on one draw of the batches: the numbers of sgd.train (attention) and
+    baselines.train_diag_mlp (MLP) run alone on the same key, for each step size of the grids."""
+    import jax
+
+    from slr import baselines, pgd, sgd, task
+    cfg = AF.DiagMLPConfig(d=8, Ls=(3,), steps=20, batch=8, width=2, n_test=50, n_eval=2).validate()
+    L, seed, lam = 3, 7, 0.3
+    att, mlp, o, n = AF._pair(cfg, L, seed, (0.03, 0.1), (1e-2, 3e-2), lam)
+    k_oracle, k_init, k_mlp, k_train = jax.random.split(jax.random.key(seed * 1000 + L), 4)
+    ks, vs = task.sample_oracle(k_oracle, cfg.d)
+    run = dict(L=L, gamma=cfg.gamma, eps=cfg.eps, steps=cfg.steps, batch=cfg.batch, n_test=cfg.n_test,
+               log_every=10)
+    for j, a in enumerate((0.03, 0.1)):
+        alone = sgd.train(k_train, *pgd.init_sphere(k_init, cfg.d, 1, H=1), ks[None], vs[None], lam=lam,
+                          alpha=a, **run)
+        np.testing.assert_allclose(att[:, j], alone.excess_risk[0] + cfg.eps ** 2, rtol=1e-12)
+        np.testing.assert_allclose(o[0][j], alone.kappa[0, -1, 0, 0], atol=1e-12)
+    for j, m in enumerate((1e-2, 3e-2)):
+        alone = baselines.train_diag_mlp(k_train, k_mlp, ks, vs, width=cfg.width, lr=m, **run)
+        np.testing.assert_allclose(mlp[:, j], alone["excess_risk"] + cfg.eps ** 2, rtol=1e-12)
+        assert n == alone["n_params"]
+    assert not np.allclose(att[:, 0], att[:, 1])  # the step sizes differ: so do the runs

@@ -134,5 +134,10 @@ def test_transverse_hessian_is_the_riemannian_hessian_block():
     assert np.linalg.eigvalsh(LS.transverse_hessian(0.1, gamma=G, d=D, L=L))[0] > 0
     assert np.linalg.eigvalsh(LS.transverse_hessian(3.0, gamma=G, d=D, L=L))[0] < 0
     assert LS.transverse_hessian(np.array([0.1, 0.2]), gamma=G, d=D, L=L).shape == (2, 2, 2)
+    many = np.geomspace(0.01, 3.0, 70)  # padded to blocks of 64: each lam as if alone
+    h = LS.transverse_hessian(many, gamma=G, d=D, L=L)
+    assert h.shape == (70, 2, 2)
+    np.testing.assert_allclose(h[[0, 63, 64, 69]], [LS.transverse_hessian(x, gamma=G, d=D, L=L)
+                                                    for x in many[[0, 63, 64, 69]]], rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="corner"):
         LS.transverse_hessian(0.1, gamma=G, d=D, L=L, corner=(1, 0))

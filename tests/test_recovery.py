@@ -19,6 +19,23 @@ def test_sphere_overlaps_have_variance_one_over_d():
     assert np.all(np.abs(z) < 5), z
 
 
+def test_sphere_overlaps_law_is_the_law_of_the_direct_draw():
+    # the d-free sampler against the d-dimensional draw: KS tests of each overlap (and of kappa^2 +
+    # eta^2, rho kappa, which see the joint law), at d = 4 (the smallest) and d = 12, 4000 draws each
+    from scipy import stats
+    p = []
+    for d in (4, 12):
+        a, b = (np.array(f(jax.random.key(d), d, 4000)) for f in (RC.sphere_overlaps_law, RC.sphere_overlaps))
+        for x, y in zip((*a, a[0] ** 2 + a[3] ** 2, a[4] * a[0]), (*b, b[0] ** 2 + b[3] ** 2, b[4] * b[0])):
+            p.append(stats.ks_2samp(x, y).pvalue)
+    assert min(p) > 1e-4, p  # 14 tests: a true law fails one with probability < 1.4e-3
+    o = np.array(RC.sphere_overlaps_law(jax.random.key(0), 100000, 4000))
+    assert np.all(np.abs(np.mean(o ** 2, axis=1) * 100000 - 1) < 0.12)  # variance 1/d (4000 draws)
+    assert not np.all(np.abs(np.mean(o ** 2, axis=1) * 10000 - 1) < 0.12)
+    with pytest.raises(ValueError, match="d must"):
+        RC.sphere_overlaps_law(jax.random.key(0), 3, 10)
+
+
 def test_first_passage():
     t = np.array([0.0, 1.0, 2.0, 3.0])
     hit = np.array([[False, False, True, True], [False, False, False, False], [True, True, True, True]])
