@@ -105,3 +105,23 @@ def test_wilson_contains_the_proportion(k, n):
     k = min(k, n)
     lo, hi = claims.wilson(k, n)
     assert 0.0 <= lo <= k / n <= hi <= 1.0
+
+
+def test_fisher_greater_and_its_power():
+    """13 of 20 against 1 of 20: the p-value by the hypergeometric sum written out (one-sided: tables
+    at least as extreme, a = 13..14 with 14 successes in all); the power of the test equals the
+    monte-carlo frequency of p < alpha, and with equal rates it is at most alpha (the control)."""
+    from math import comb
+    direct = sum(comb(20, a) * comb(20, 14 - a) for a in range(13, 15)) / comb(40, 14)
+    assert claims.fisher_greater(13, 20, 1, 20) == pytest.approx(direct, rel=1e-12)
+    assert claims.fisher_greater(1, 20, 13, 20) > 0.99  # the swapped test
+    rng = np.random.default_rng(0)
+    a, b = rng.binomial(12, 0.6, 4000), rng.binomial(12, 0.1, 4000)
+    freq = np.mean([claims.fisher_greater(int(x), 12, int(y), 12) < 0.05 for x, y in zip(a, b)])
+    power = claims.fisher_power(12, 0.6, 0.1, 0.05)
+    assert abs(freq - power) < 4 * math.sqrt(power * (1 - power) / 4000)  # 4 s.e.: error rate 6e-5
+    assert claims.fisher_power(12, 0.3, 0.3, 0.05) <= 0.05 < power
+    with pytest.raises(ValueError, match="alpha"):
+        claims.fisher_power(12, 0.6, 0.1, 1.5)
+    with pytest.raises(ValueError, match="k"):
+        claims.fisher_greater(21, 20, 1, 20)
