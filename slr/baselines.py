@@ -9,7 +9,8 @@ test batch, that :func:`slr.sgd.train` draws for one run from the same key (:fun
 position shares one block (a Deep Sets network, :func:`tied_mlp`): the exercise ``related_ex3``.
 
 :func:`train_activations` trains attention with other activations than erf beside softmax (the
-chapter ``book/beyond_activations.ipynb``), keeping four overlaps of every run.
+chapter ``book/beyond_activations.ipynb``), keeping four overlaps of every run: one compiled program
+for all the activations, whose runs read the same draws at each step.
 """
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from slr import _loop, cache, pgd, sgd, task
-from slr._validate import check_int, check_key, check_nonneg, check_oracle, check_positive
+from slr import _loop, cache, pgd, reduced, sgd, task
+from slr._validate import check_int, check_key, check_nonneg, check_oracle, check_positive, check_run
+from slr.predictors import READS_PROJECTIONS, attention_erf, get_predictor
+
+PROJECTIONS = ("erf", "sigmoid", "relu", "softmax", "linear")
 
 __all__ = ["diag_mlp_init", "diag_mlp", "tied_mlp_init", "tied_mlp", "n_params", "train_diag_mlp",
            "train_activations"]
@@ -120,12 +124,40 @@ def train_diag_mlp(key, init_key, k_star, v_star, *, L, gamma, eps, width, lr, s
             "params": jax.tree_util.tree_map(np.asarray, trained), "n_params": n_params(trained)}
 
 
+@partial(jax.jit, static_argnames=("fs", "n_chunks", "log_every", "rem", "batch", "n_test", "L"))
+def _side_by_side(key_test, keys, k0, v0, ks, vs, lams, alpha, gamma, eps, *, fs, n_chunks, log_every, rem, batch,
+                  n_test, L):
+    """One program for every predictor of ``fs``: per run, each step's reduced draws (:mod:`slr.reduced`,
+    those of :func:`slr.sgd.train`) are made once and serve every predictor. ``log_every`` and ``rem``
+    are static, so no per-step copy of the draws is compiled beside the blocked one."""
+    d, A = ks.shape[0], len(fs)
+    w = reduced.fallback_directions(d)
+
+    def step(cr, t, nz):  # sgd's reduced step for each predictor, on the same draws
+        out = [pgd.projected_step(cr[0][i], cr[1][i], *reduced.reduced_grads(
+            nz, cr[0][i], cr[1][i], ks, vs, w, lams[i], gamma, L, eps, batch, None if f is attention_erf else f),
+            alpha) for i, f in enumerate(fs)]
+        return tuple(jnp.stack([o[j] for o in out]) for j in range(2))
+
+    def one_run(key, k, v):
+        noise = lambda t: reduced.reduced_noise(jax.random.fold_in(key, t), d, L, batch)
+        carry = (jnp.broadcast_to(k, (A, d)), jnp.broadcast_to(v, (A, d)))
+        return _loop.run_chunks(step, carry, lambda cr: cr, n_chunks, log_every, rem, 1, noise, 50)
+
+    K, V = jax.vmap(one_run)(keys, k0, v0)  # (R, T, A, d)
+    Xt, yt, _ = task.assemble(task.draws(key_test, n_test, L=L, d=d), ks[None], vs[None], gamma=gamma, eps=eps)
+    loss = lambda f, lam: jax.vmap(jax.vmap(lambda k, v: jnp.mean(jnp.square(yt - f(Xt, k, v, lam)))))
+    excess = jnp.stack([loss(f, lams[i])(K[:, :, i], V[:, :, i]) for i, f in enumerate(fs)]) - eps ** 2
+    return jnp.stack([K @ ks, V @ vs, V @ ks, K @ vs]), excess  # (4, R, T, A), (A, R, T)
+
+
 @cache.memoized
 def train_activations(names, lams, *, d: int, L: int, gamma: float, eps: float, alpha: float, steps: int,
                       batch: int, repeats: int, log_every: int, seed: int = 0,
                       n_test: int = 1000) -> dict:
     """:func:`slr.sgd.train` (the exact-in-law reduced sampler, :mod:`slr.reduced`) for each predictor ``names[i]`` of
-    :data:`slr.predictors.PREDICTORS` at the constant temperature ``lams[i]``, from the same ``repeats``
+    ``PROJECTIONS`` at the constant temperature ``lams[i]`` (every name in one compiled program, each step's
+    draws shared by the predictors: the numbers of separate ``sgd.train`` calls), from the same ``repeats``
     uniform starts (:func:`slr.pgd.init_sphere`) and the same training keys, on the oracle
     ``task.sample_oracle(key(seed), d)``. Returns ``step`` (T,) and per name the overlaps
     ``<name>_kappa``, ``_nu``, ``_theta``, ``_eta`` (repeats, T) (:mod:`slr.overlaps`: <k, k*>,
@@ -136,12 +168,20 @@ def train_activations(names, lams, *, d: int, L: int, gamma: float, eps: float, 
     check_positive("alpha", alpha)
     k_star, v_star = task.sample_oracle(jax.random.key(seed), d)
     k0, v0 = pgd.init_sphere(jax.random.key(seed + 1), d, repeats, H=1)
-    out = {}
-    for name, lam in zip(names, lams):
-        run = sgd.train(jax.random.key(seed + 2), k0, v0, k_star[None], v_star[None], lam=float(lam),
-                        alpha=alpha, steps=steps, batch=batch, gamma=gamma, L=L, eps=eps,
-                        log_every=log_every, predictor=name, n_test=n_test, sampler="reduced")
-        for f in ("kappa", "nu", "theta", "eta"):
-            out[f"{name}_{f}"] = np.asarray(getattr(run, f)[..., 0, 0])
-        out[f"{name}_excess"], out["step"] = np.asarray(run.excess_risk), np.asarray(run.step)
+    steps, log_every = check_int("steps", steps), check_int("log_every", log_every)
+    check_run(alpha=alpha, gamma=gamma, L=L, eps=eps, log_every=log_every)
+    fs = tuple(get_predictor(name) for name in names)
+    if not all(f in READS_PROJECTIONS for f in fs) or d < 4:
+        raise ValueError(f"names must be predictors that read X k and X v only {PROJECTIONS}, and d >= 4; "
+                         f"got {names!r}, d={d!r}")
+    key_test, keys = sgd.batch_keys(jax.random.key(seed + 2), repeats)
+    n_chunks, rem = _loop.schedule(steps, log_every)
+    ov, ex = _side_by_side(key_test, keys, k0[:, 0], v0[:, 0], k_star, v_star, jnp.asarray(lams, float),
+                           float(alpha), float(gamma), float(eps), fs=fs, n_chunks=n_chunks, log_every=log_every,
+                           rem=rem, batch=check_int("batch", batch), n_test=check_int("n_test", n_test), L=int(L))
+    out = {"step": _loop.log_steps(steps, log_every)}
+    for i, name in enumerate(names):
+        for j, f in enumerate(("kappa", "nu", "theta", "eta")):
+            out[f"{name}_{f}"] = np.asarray(ov[j, :, :, i])
+        out[f"{name}_excess"] = np.asarray(ex[i])
     return out

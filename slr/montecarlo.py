@@ -49,19 +49,30 @@ def frame(vectors, reduce: bool = True):
     return q
 
 
-@partial(jax.jit, static_argnames=("m", "L", "d", "predictor"))
-def _chunk_errors(key, K, V, KS, VS, lams, gamma, eps, *, m, L, d, predictor):
-    """Squared errors (P, len(lams), m) on one chunk of m shared draws, for P points given by their
-    coordinates (K, V, KS, VS) in their own frames: the draws are assembled once per point."""
-    H, r = KS.shape[1:]
-    draws = task.draws(key, m, L=L, d=r, H=H)
+@partial(jax.jit, static_argnames=("m", "L", "r", "H"))
+def _draws(key, *, m, L, r, H):
+    """The m shared draws of one chunk (:func:`slr.task.draws` in r coordinates): compiled once per
+    shape, whatever the predictor, the points and the lam grid (the random-number code is most of a
+    chunk's compilation)."""
+    return task.draws(key, m, L=L, d=r, H=H)
 
+
+@partial(jax.jit, static_argnames=("d", "predictor"))
+def _errors(draws, K, V, KS, VS, lams, gamma, eps, *, d, predictor):
+    """Squared errors (P, len(lams), m) on one chunk of shared draws, for P points given by their
+    coordinates (K, V, KS, VS) in their own frames: the draws are assembled once per point."""
     def one_point(a):
         k, v, ks, vs = a
         X, y, _ = task.assemble(draws, ks, vs, gamma=gamma, eps=eps, d=d)
         return jax.lax.map(lambda lam: jnp.square(y - predictor(X, k, v, lam)), lams)
 
     return jax.lax.map(one_point, (K, V, KS, VS))
+
+
+def _chunk_errors(key, K, V, KS, VS, lams, gamma, eps, *, m, L, d, predictor):
+    """Squared errors (P, len(lams), m) on one chunk of m shared draws (:func:`_draws`, :func:`_errors`)."""
+    H, r = KS.shape[1:]
+    return _errors(_draws(key, m=m, L=L, r=r, H=H), K, V, KS, VS, lams, gamma, eps, d=d, predictor=predictor)
 
 
 def _oracle(k_star, v_star):

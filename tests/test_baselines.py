@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from slr import baselines, task
+from slr import baselines, pgd, sgd, task
 
 
 def test_tied_mlp_counts_and_is_permutation_invariant():
@@ -50,3 +50,22 @@ def test_train_activations_shapes_and_checks(result_cache):
     with pytest.raises(ValueError, match="alpha"):
         baselines.train_activations(["erf"], [0.1], d=6, L=3, gamma=0.7, eps=0.1, alpha=-1.0,
                                     steps=2, batch=2, repeats=1, log_every=1)
+
+
+def test_train_activations_is_sgd_train_for_each_activation(result_cache):
+    """The one program for every activation gives the numbers of separate sgd.train calls (reduced
+    sampler, same starts and keys), with a remainder chunk and steps not a multiple of the block."""
+    names, lams = ["erf", "softmax", "relu"], [0.3, 2.0, 0.2]
+    kw = dict(d=8, L=4, gamma=math.sqrt(0.5), eps=0.1, alpha=0.05, batch=5, repeats=3, n_test=50)
+    out = baselines.train_activations(names, lams, steps=130, log_every=60, **kw)
+    ks, vs = task.sample_oracle(jax.random.key(0), 8)
+    k0, v0 = pgd.init_sphere(jax.random.key(1), 8, 3, H=1)
+    for name, lam in zip(names, lams):
+        run = sgd.train(jax.random.key(2), k0, v0, ks[None], vs[None], lam=lam, alpha=0.05, steps=130,
+                        batch=5, gamma=kw["gamma"], L=4, eps=0.1, log_every=60, predictor=name, n_test=50,
+                        sampler="reduced")
+        for f in ("kappa", "nu", "theta", "eta"):
+            np.testing.assert_allclose(out[f"{name}_{f}"], getattr(run, f)[..., 0, 0], atol=1e-12)
+        np.testing.assert_allclose(out[f"{name}_excess"], run.excess_risk, rtol=1e-10)
+    with pytest.raises(ValueError, match="names"):
+        baselines.train_activations(["argmax"], [0.1], steps=2, log_every=1, **kw)

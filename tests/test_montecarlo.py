@@ -164,3 +164,18 @@ def test_relu_full_vectors_match_the_frame():
     m2, s2 = MC.risk(jax.random.key(3), e[0], e[1], e[0], e[1], lam=[0.2], d=d, gamma=G, L=L, eps=eps,
                      n=100_000, predictor="relu")
     assert abs(mc - m2[0]) < 5 * math.hypot(se, s2[0])
+
+
+def test_draws_compiled_once_for_every_predictor_and_grid():
+    """The random-number program of a chunk depends on its shape only: other predictors, lam grids
+    and points reuse it (montecarlo._draws), and the numbers are those of one program."""
+    from slr import montecarlo as mc
+    e1, e2 = np.eye(2)
+    args = dict(d=40, gamma=0.7, L=3, n=1234)
+    mc.risk(jax.random.key(0), e1, e2, e1, e2, lam=[0.1, 0.2], predictor="erf", **args)
+    before = mc._draws._cache_size()
+    a = mc.risk(jax.random.key(1), e1, e2, e1, e2, lam=0.3, predictor="relu", **args)
+    b = mc.risk(jax.random.key(1), np.stack([e1, e2]), np.stack([e2, e1]), e1, e2, lam=[0.3, 0.5],
+                predictor="relu", **args)
+    assert mc._draws._cache_size() == before
+    np.testing.assert_allclose(b[0][0, 0], a[0], rtol=1e-14)
