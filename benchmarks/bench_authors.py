@@ -51,7 +51,7 @@ def main(argv=None) -> int:
                          f"got {args.authors!r}")
     py = authors_python(Path(args.venv))
     theirs = json.loads(subprocess.run([py, HERE / "authors_steps.py", "--authors", args.authors],
-                                       check=True, capture_output=True, text=True).stdout)
+                                       check=True, stdout=subprocess.PIPE, text=True).stdout)
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(Path(tmp) / "jax-cache"), "SLR_CACHE": "0"}
         out = Path(tmp) / "ours.json"
