@@ -67,7 +67,8 @@ def test_colab_like_venv_runs_every_chapter(tmp_path):
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
     if VENV.exists():
         shutil.rmtree(VENV)
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
+    drop = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "JAX_COMPILATION_CACHE_DIR")  # Colab: no JAX cache
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env['PATH']}"
     env["SLR_CACHE_DIR"] = str(tmp_path / "slr-cache")
     gitconfig = tmp_path / "gitconfig"
