@@ -4,7 +4,8 @@
 logging chunks (logging after each chunk), unrolling the inner loop and, for stochastic steps, drawing
 the random numbers of ``block`` steps at once. :func:`schedule` and :func:`log_steps` give its static
 chunk count and the logged step numbers; :func:`lam_fn` turns an inverse-temperature schedule into a
-traceable ``t -> lam_t``.
+traceable ``t -> lam_t``. :func:`pad_to_block` pads a batch of parameters to a fixed block size, so that
+a jitted function compiles once for every batch size.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["run_chunks", "schedule", "log_steps", "lam_fn"]
+__all__ = ["run_chunks", "schedule", "log_steps", "lam_fn", "pad_to_block"]
 
 
 def lam_fn(fn, lam0, c, dt):
@@ -20,6 +21,13 @@ def lam_fn(fn, lam0, c, dt):
     if fn is None:
         return lambda t: jnp.asarray(lam0 / (1.0 + c * t), dt)
     return lambda t: jnp.asarray(fn(t), dt)
+
+
+def pad_to_block(x, block):
+    """``x`` flattened and padded with its last value to a multiple of ``block``: a jitted function of
+    the result compiles once per block count, not once per size (keep its first ``x.size`` results)."""
+    flat = np.ravel(x)
+    return np.pad(flat, (0, -flat.size % block), mode="edge")
 
 
 def log_steps(steps, log_every):

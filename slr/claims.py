@@ -130,7 +130,8 @@ def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
 def fisher_greater(k1: int, n1: int, k0: int, n0: int) -> float:
     """One-sided Fisher exact p-value that k1 of n1 runs are more often a success than k0 of n0."""
     from scipy.stats import fisher_exact
-    wilson(k1, n1), wilson(k0, n0)  # the same checks of k and n
+    for k, n in ((k1, n1), (k0, n0)):
+        wilson(k, n)  # raises ValueError for a k or n that is not a count of runs
     return float(fisher_exact([[k1, n1 - k1], [k0, n0 - k0]], alternative="greater").pvalue)
 
 
@@ -138,7 +139,7 @@ def fisher_power(n: int, p1: float, p0: float, alpha: float) -> float:
     """Probability that :func:`fisher_greater` on two variants of n runs each, with true success rates
     p1 and p0, falls below alpha (exact: a sum over all (n+1)^2 outcomes)."""
     from scipy.stats import binom
-    wilson(0, n)
+    wilson(0, n)  # raises ValueError unless n is an integer >= 1
     for name, x in (("p1", p1), ("p0", p0), ("alpha", alpha)):
         if not 0 <= _finite(name, x) <= 1:
             raise ValueError(f"{name} must be in [0, 1], got {x!r}")

@@ -26,7 +26,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.sparse import csc_matrix
 
-from slr import landscape, pgd, task
+from slr import _loop, landscape, pgd, task
 from slr._validate import check_int, check_interval, check_key, check_nonneg, check_positive
 from slr.overlaps import NAMES, overlaps
 from slr.risk import closed_form, oracle_risk
@@ -214,7 +214,8 @@ def _check_flow(lam, d, gamma, L):
         raise ValueError(f"lam must be finite and > 0, got {lam!r}")
     if not np.all(np.isfinite(d) & (np.asarray(d, dtype=float) >= 1)):
         raise ValueError(f"d must be a finite number >= 1, got {d!r}")
-    check_positive("gamma", gamma), check_int("L", L)
+    check_positive("gamma", gamma)
+    check_int("L", L)
 
 
 def flow_overlaps(overlaps0, *, lam, d, horizon, n_logs, gamma, L, rtol=1e-6, atol=1e-9):
@@ -280,6 +281,7 @@ def log_law(ds, times, *, n_boot: int = 2000, seed: int = 0):
     return fit(t), boot
 
 
+# slr.risk.oracle_risk (eps = 0) as one jitted program: end_kinds calls it on blocks of 1024 lams
 _oracle = jax.jit(lambda lam, gamma, d, L: closed_form(1.0, 1.0, 0.0, 0.0, 0.0, lam, gamma, d, L, 0.0))
 
 
@@ -294,7 +296,7 @@ def end_kinds(data: dict, *, gamma, d, L, index=-1, kappa_min: float = 0.9):
     o = [np.asarray(data[f])[..., sl] for f in NAMES]
     kinds = landscape.classify(*o, lam=lam, gamma=gamma, d=d)
     kinds = np.where(kinds == "oracle", np.where(np.abs(o[0]) >= kappa_min, "recovered", "other"), kinds)
-    flat = np.ravel(lam)  # the oracle's risk (Theorem 1) in blocks of 1024 lams: one compilation
-    orc = np.asarray(_oracle(np.pad(flat, (0, -flat.size % 1024), mode="edge"), gamma, float(d), float(L)))
-    gap = np.asarray(data["excess_risk"])[..., sl] - orc[:flat.size].reshape(np.shape(lam))
+    # the oracle's risk (Theorem 1) in blocks of 1024 lams: one compilation
+    orc = np.asarray(_oracle(_loop.pad_to_block(lam, 1024), gamma, float(d), float(L)))
+    gap = np.asarray(data["excess_risk"])[..., sl] - orc[:np.size(lam)].reshape(np.shape(lam))
     return kinds, gap

@@ -79,7 +79,9 @@ class TransformerConfig:
             check_int(name, getattr(self, name))
         if self.d % self.H:
             raise ValueError(f"d must be a multiple of H, got d={self.d!r} and H={self.H!r}")
-        check_positive("gamma", self.gamma), check_positive("lr", self.lr), check_nonneg("eps", self.eps)
+        check_positive("gamma", self.gamma)
+        check_nonneg("eps", self.eps)
+        check_positive("lr", self.lr)
         if self.steps % self.log_every:
             raise ValueError(f"steps must be a multiple of log_every, got steps={self.steps!r}, "
                              f"log_every={self.log_every!r}")
@@ -87,7 +89,8 @@ class TransformerConfig:
         for name, ok in (("dtype", ("float32", "float64")), ("token_noise", ("independent", "shared"))):
             if getattr(self, name) not in ok:
                 raise ValueError(f"{name} must be one of {ok}, got {getattr(self, name)!r}")
-        _ = self.o_variance is None or check_positive("o_variance", self.o_variance)
+        if self.o_variance is not None:
+            check_positive("o_variance", self.o_variance)
         check_nonneg("q_std", self.q_std)
         return self
 

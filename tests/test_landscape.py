@@ -141,3 +141,11 @@ def test_transverse_hessian_is_the_riemannian_hessian_block():
                                                     for x in many[[0, 63, 64, 69]]], rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="corner"):
         LS.transverse_hessian(0.1, gamma=G, d=D, L=L, corner=(1, 0))
+
+
+def test_pad_to_block_keeps_the_values_and_pads_with_the_last():
+    from slr import _loop
+    x = np.arange(6.0).reshape(2, 3)
+    p = _loop.pad_to_block(x, 4)
+    assert p.shape == (8,) and np.array_equal(p[:6], x.ravel()) and np.all(p[6:] == 5.0)
+    assert _loop.pad_to_block(np.arange(8.0), 4).shape == (8,)  # already a multiple: no padding
