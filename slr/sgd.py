@@ -133,7 +133,8 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
     (H, d), n = k0.shape, ks.shape[0]
     if sampler == "reduced" and d >= 2 * (n + H):  # else no frame: the full draw is as cheap
         step, noise, unroll = _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H, f)
-        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise, _BLOCK)
+        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise, _BLOCK,
+                                one_loop=True)  # several heads (unroll 1): one copy of the step
     grad = jax.grad(partial(_loss, f), argnums=(0, 1))
 
     def body(cr, t):
