@@ -134,7 +134,7 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
     if sampler == "reduced" and d >= 2 * (n + H):  # else no frame: the full draw is as cheap
         step, noise, unroll = _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H, f)
         return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise, _BLOCK,
-                                one_loop=True)  # several heads (unroll 1): one copy of the step
+                                one_loop=True)  # unroll 1 (several heads; the suite's rolled loops): one step copy
     grad = jax.grad(partial(_loss, f), argnums=(0, 1))
 
     def body(cr, t):
