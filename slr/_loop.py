@@ -44,7 +44,7 @@ def schedule(steps, log_every):
     return n, (r if r else None)
 
 
-def run_chunks(body, carry, log_fn, n_chunks, log_every, rem, unroll, noise=None, block=64):
+def run_chunks(body, carry, log_fn, n_chunks, log_every, rem, unroll, noise=None, block=64, one_loop=False):
     """Run n_chunks * log_every + rem steps of ``body(carry, t) -> carry``, logging ``log_fn(carry)``
     at step 0, after every chunk, and at the end when rem > 0 (``rem`` None: no remainder).
     ``log_every`` and ``rem`` may be traced: only ``n_chunks`` (the number of logs) is static.
@@ -52,7 +52,11 @@ def run_chunks(body, carry, log_fn, n_chunks, log_every, rem, unroll, noise=None
     With ``noise`` (a function step -> pytree of that step's random draws), the body is
     ``body(carry, t, noise(t))`` and the draws are made ``block`` steps at a time, vectorised over the
     steps (one large random-number kernel instead of ``block`` small ones): the same numbers as drawing
-    them inside each step, since each step's draws depend only on its index."""
+    them inside each step, since each step's draws depend only on its index. With ``one_loop`` (and
+    ``unroll`` 1) a partial last block is run from a whole block's draws too: one loop over the
+    blocks, so one copy of the step in the compiled program (less compilation); the numbers of a run
+    whose chunks are whole blocks are unchanged, a partial block's may differ in round-off (its draws
+    are the same numbers, but XLA may fuse them into the step differently)."""
     if noise is not None:
         step = body
         body = lambda cc, t: step(cc, t, noise(t))
@@ -60,11 +64,14 @@ def run_chunks(body, carry, log_fn, n_chunks, log_every, rem, unroll, noise=None
     def steps_from(t0, n, c):
         """n steps from step t0; the loop body does ``unroll`` steps (n may be traced)."""
         if noise is not None:
-            def blk(j, cc):
+            def blk(j, cc, m=block):  # m < block steps (traced): no unrolling
                 tb = t0 + j * block
                 nz = jax.vmap(noise)(tb + jnp.arange(block))
                 one = lambda u, c2: step(c2, tb + u, jax.tree_util.tree_map(lambda a: a[u], nz))
-                return jax.lax.fori_loop(0, block, one, cc, unroll=unroll)
+                return jax.lax.fori_loop(0, m, one, cc, unroll=unroll if m is block else None)
+            if one_loop and unroll == 1:
+                return jax.lax.fori_loop(0, -(-n // block), lambda j, cc: blk(
+                    j, cc, jnp.minimum(block, n - j * block)), c)
             q = n // block
             c = jax.lax.fori_loop(0, q, blk, c)
             return jax.lax.fori_loop(q * block, n, lambda j, cc: body(cc, t0 + j), c)
