@@ -66,14 +66,15 @@ class DiagMLPConfig:
         return self
 
 
-@partial(jax.jit, static_argnames=("n_chunks", "batch", "n_test", "L", "has_rem"))
-def _joint(key_test, stream, k0, v0, params, ks, vs, lam, alphas, lrs, gamma, eps, log_every, rem, *, n_chunks,
+@partial(jax.jit, static_argnames=("n_chunks", "log_every", "batch", "n_test", "L", "has_rem"))
+def _joint(key_test, stream, k0, v0, params, ks, vs, lam, alphas, lrs, gamma, eps, rem, *, n_chunks, log_every,
            batch, n_test, L, has_rem):
     """One training stream (:func:`slr.sgd.batch_keys`) read by several models at once: attention (Eq. 3,
     projected SGD as :func:`slr.sgd.train`) at each step size of ``alphas`` (A,) and the diagonal MLP
     (Adam as :func:`slr.baselines.train_diag_mlp`) at each of ``lrs`` (M,). Each step's fresh batch is
     drawn once for all of them (the same numbers each would draw alone). Returns the test mean squared
-    errors at the logs, (T, A) and (T, M), and the attention iterates there, (T, A, d) twice."""
+    errors at the logs, (T, A) and (T, M), and the attention iterates there, (T, A, d) twice. ``log_every``
+    is static: the step is compiled once (a traced chunk length adds a second copy for its remainder)."""
     d = ks.shape[-1]
     Xt, yt, _ = task.assemble(task.draws(key_test, n_test, L=L, d=d), ks[None], vs[None], gamma=gamma, eps=eps)
     att_loss = lambda k, v, X, y: jnp.mean(jnp.square(y - attention_erf(X, k, v, lam)))
@@ -117,7 +118,7 @@ def _pair(cfg, L, seed, alphas, lrs, lam):
     n_chunks, rem = _loop.schedule(cfg.steps, cfg.steps // cfg.n_eval)
     att, mlp, K, V = _joint(key_test, streams[0], k0, v0, params, k_star, v_star, float(lam),
                             jnp.asarray(alphas, float), jnp.asarray(lrs, float), float(cfg.gamma),
-                            float(cfg.eps), cfg.steps // cfg.n_eval, int(rem or 0), n_chunks=n_chunks,
+                            float(cfg.eps), int(rem or 0), n_chunks=n_chunks, log_every=cfg.steps // cfg.n_eval,
                             batch=cfg.batch, n_test=cfg.n_test, L=int(L), has_rem=rem is not None)
     return np.asarray(att), np.asarray(mlp), overlaps(K[-1], V[-1], k_star, v_star), baselines.n_params(params)
 
