@@ -9,6 +9,7 @@ attention at the oracle as the sequence grows.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
@@ -123,29 +124,30 @@ def _pair(cfg, L, seed, alphas, lrs, lam):
     return np.asarray(att), np.asarray(mlp), overlaps(K[-1], V[-1], k_star, v_star), baselines.n_params(params)
 
 
+def _one_L(cfg, L, seed):
+    """:func:`diag_mlp_comparison` at one L: step sizes tuned on ``cfg.tune_seed``, then the seeds."""
+    eps2 = cfg.eps ** 2
+    lam, oracle = best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps)
+    tune_a, tune_m, _, _ = _pair(cfg, L, cfg.tune_seed, cfg.lrs_attention, cfg.lrs_mlp, lam)
+    lr_a = cfg.lrs_attention[int(np.argmin(tune_a[-1] - eps2))]
+    lr_m = cfg.lrs_mlp[int(np.argmin(tune_m[-1] - eps2))]
+    runs = [_pair(cfg, L, seed + s, (lr_a,), (lr_m,), lam) for s in range(cfg.seeds)]
+    out = {"att_mse": [a[:, 0] for a, _, _, _ in runs], "mlp_mse": [m[:, 0] for _, m, _, _ in runs],
+           "att_exact": [float(R.closed_form(*(x[0] for x in o), lam, cfg.gamma, float(cfg.d), float(L), cfg.eps))
+                         for _, _, o, _ in runs]}
+    for i, f in enumerate(("kappa", "nu", "theta", "eta")):
+        out[f] = [float(o[i][0]) for _, _, o, _ in runs]
+    return {**out, "n_mlp": runs[0][3], "lr_att": lr_a, "lr_mlp": lr_m, "lam": lam, "oracle": oracle,
+            "linear": R.linear_risk(gamma=cfg.gamma, L=L, eps=cfg.eps)}
+
+
 def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
     """For each L (axis 0): the tuned step sizes ``lr_att``, ``lr_mlp``; over the evaluation seeds
     (seed, ..., seed + seeds - 1; axis 1) the test mean squared errors ``att_mse``, ``mlp_mse`` at the
     logged ``step`` (axis 2), the closed-form risk of the learnt (k, v) ``att_exact``, its ``kappa``,
     ``nu``, ``theta``, ``eta``; per L the ``lam`` used, the ``oracle`` and best ``linear`` risks, ``n_mlp`` parameters."""
-    out = {k: [] for k in ("lr_att", "lr_mlp", "att_mse", "mlp_mse", "att_exact", "kappa", "nu", "theta", "eta", "lam", "oracle",
-                           "linear", "n_mlp")}
-    eps2 = cfg.eps ** 2
-    for L in cfg.Ls:
-        lam, oracle = best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps)
-        tune_a, tune_m, _, _ = _pair(cfg, L, cfg.tune_seed, cfg.lrs_attention, cfg.lrs_mlp, lam)
-        lr_a = cfg.lrs_attention[int(np.argmin(tune_a[-1] - eps2))]
-        lr_m = cfg.lrs_mlp[int(np.argmin(tune_m[-1] - eps2))]
-        runs = [_pair(cfg, L, seed + s, (lr_a,), (lr_m,), lam) for s in range(cfg.seeds)]
-        out["att_mse"].append([a[:, 0] for a, _, _, _ in runs])
-        out["mlp_mse"].append([m[:, 0] for _, m, _, _ in runs])
-        out["att_exact"].append([float(R.closed_form(*(x[0] for x in o), lam, cfg.gamma, float(cfg.d), float(L),
-                                                     cfg.eps)) for _, _, o, _ in runs])
-        for i, f in enumerate(("kappa", "nu", "theta", "eta")):
-            out[f].append([float(o[i][0]) for _, _, o, _ in runs])
-        out["n_mlp"].append(runs[0][3])
-        out["step"] = _loop.log_steps(cfg.steps, cfg.steps // cfg.n_eval)
-        for k, v in (("lr_att", lr_a), ("lr_mlp", lr_m), ("lam", lam), ("oracle", oracle),
-                     ("linear", R.linear_risk(gamma=cfg.gamma, L=L, eps=cfg.eps))):
-            out[k].append(v)
+    with ThreadPoolExecutor(max_workers=2) as pool:  # the Ls on both cores: independent programs
+        per_L = list(pool.map(lambda L: _one_L(cfg, L, seed), cfg.Ls))
+    out = {k: [r[k] for r in per_L] for k in per_L[0]}
+    out["step"] = _loop.log_steps(cfg.steps, cfg.steps // cfg.n_eval)
     return {k: np.asarray(v, dtype=float) for k, v in out.items()}
