@@ -121,8 +121,7 @@ def train_diag_mlp(key, init_key, k_star, v_star, *, L, gamma, eps, width, lr, s
     n_chunks, rem = _loop.schedule(steps, log_every)
     ex, trained = _train(key_test, streams[0], params, jnp.asarray(ks), jnp.asarray(vs), float(gamma), float(eps),
                          int(rem or 0), lr=float(lr), n_chunks=n_chunks, log_every=log_every, batch=batch,
-                         n_test=n_test,
-                         L=int(L), has_rem=rem is not None, tied=bool(tied))
+                         n_test=n_test, L=int(L), has_rem=rem is not None, tied=bool(tied))
     return {"step": _loop.log_steps(steps, log_every), "excess_risk": np.asarray(ex),
             "params": jax.tree_util.tree_map(np.asarray, trained), "n_params": n_params(trained)}
 
