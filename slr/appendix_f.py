@@ -9,6 +9,7 @@ attention at the oracle as the sequence grows.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
@@ -66,14 +67,15 @@ class DiagMLPConfig:
         return self
 
 
-@partial(jax.jit, static_argnames=("n_chunks", "batch", "n_test", "L", "has_rem"))
-def _joint(key_test, stream, k0, v0, params, ks, vs, lam, alphas, lrs, gamma, eps, log_every, rem, *, n_chunks,
+@partial(jax.jit, static_argnames=("n_chunks", "log_every", "batch", "n_test", "L", "has_rem"))
+def _joint(key_test, stream, k0, v0, params, ks, vs, lam, alphas, lrs, gamma, eps, rem, *, n_chunks, log_every,
            batch, n_test, L, has_rem):
     """One training stream (:func:`slr.sgd.batch_keys`) read by several models at once: attention (Eq. 3,
     projected SGD as :func:`slr.sgd.train`) at each step size of ``alphas`` (A,) and the diagonal MLP
     (Adam as :func:`slr.baselines.train_diag_mlp`) at each of ``lrs`` (M,). Each step's fresh batch is
     drawn once for all of them (the same numbers each would draw alone). Returns the test mean squared
-    errors at the logs, (T, A) and (T, M), and the attention iterates there, (T, A, d) twice."""
+    errors at the logs, (T, A) and (T, M), and the attention iterates there, (T, A, d) twice. ``log_every``
+    is static: the step is compiled once (a traced chunk length adds a second copy for its remainder)."""
     d = ks.shape[-1]
     Xt, yt, _ = task.assemble(task.draws(key_test, n_test, L=L, d=d), ks[None], vs[None], gamma=gamma, eps=eps)
     att_loss = lambda k, v, X, y: jnp.mean(jnp.square(y - attention_erf(X, k, v, lam)))
@@ -117,9 +119,26 @@ def _pair(cfg, L, seed, alphas, lrs, lam):
     n_chunks, rem = _loop.schedule(cfg.steps, cfg.steps // cfg.n_eval)
     att, mlp, K, V = _joint(key_test, streams[0], k0, v0, params, k_star, v_star, float(lam),
                             jnp.asarray(alphas, float), jnp.asarray(lrs, float), float(cfg.gamma),
-                            float(cfg.eps), cfg.steps // cfg.n_eval, int(rem or 0), n_chunks=n_chunks,
+                            float(cfg.eps), int(rem or 0), n_chunks=n_chunks, log_every=cfg.steps // cfg.n_eval,
                             batch=cfg.batch, n_test=cfg.n_test, L=int(L), has_rem=rem is not None)
     return np.asarray(att), np.asarray(mlp), overlaps(K[-1], V[-1], k_star, v_star), baselines.n_params(params)
+
+
+def _one_L(cfg, L, seed):
+    """:func:`diag_mlp_comparison` at one L: step sizes tuned on ``cfg.tune_seed``, then the seeds."""
+    eps2 = cfg.eps ** 2
+    lam, oracle = best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps)
+    tune_a, tune_m, _, _ = _pair(cfg, L, cfg.tune_seed, cfg.lrs_attention, cfg.lrs_mlp, lam)
+    lr_a = cfg.lrs_attention[int(np.argmin(tune_a[-1] - eps2))]
+    lr_m = cfg.lrs_mlp[int(np.argmin(tune_m[-1] - eps2))]
+    runs = [_pair(cfg, L, seed + s, (lr_a,), (lr_m,), lam) for s in range(cfg.seeds)]
+    out = {"att_mse": [a[:, 0] for a, _, _, _ in runs], "mlp_mse": [m[:, 0] for _, m, _, _ in runs],
+           "att_exact": [float(R.closed_form(*(x[0] for x in o), lam, cfg.gamma, float(cfg.d), float(L), cfg.eps))
+                         for _, _, o, _ in runs]}
+    for i, f in enumerate(("kappa", "nu", "theta", "eta")):
+        out[f] = [float(o[i][0]) for _, _, o, _ in runs]
+    return {**out, "n_mlp": runs[0][3], "lr_att": lr_a, "lr_mlp": lr_m, "lam": lam, "oracle": oracle,
+            "linear": R.linear_risk(gamma=cfg.gamma, L=L, eps=cfg.eps)}
 
 
 def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
@@ -127,24 +146,8 @@ def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
     (seed, ..., seed + seeds - 1; axis 1) the test mean squared errors ``att_mse``, ``mlp_mse`` at the
     logged ``step`` (axis 2), the closed-form risk of the learnt (k, v) ``att_exact``, its ``kappa``,
     ``nu``, ``theta``, ``eta``; per L the ``lam`` used, the ``oracle`` and best ``linear`` risks, ``n_mlp`` parameters."""
-    out = {k: [] for k in ("lr_att", "lr_mlp", "att_mse", "mlp_mse", "att_exact", "kappa", "nu", "theta", "eta", "lam", "oracle",
-                           "linear", "n_mlp")}
-    eps2 = cfg.eps ** 2
-    for L in cfg.Ls:
-        lam, oracle = best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps)
-        tune_a, tune_m, _, _ = _pair(cfg, L, cfg.tune_seed, cfg.lrs_attention, cfg.lrs_mlp, lam)
-        lr_a = cfg.lrs_attention[int(np.argmin(tune_a[-1] - eps2))]
-        lr_m = cfg.lrs_mlp[int(np.argmin(tune_m[-1] - eps2))]
-        runs = [_pair(cfg, L, seed + s, (lr_a,), (lr_m,), lam) for s in range(cfg.seeds)]
-        out["att_mse"].append([a[:, 0] for a, _, _, _ in runs])
-        out["mlp_mse"].append([m[:, 0] for _, m, _, _ in runs])
-        out["att_exact"].append([float(R.closed_form(*(x[0] for x in o), lam, cfg.gamma, float(cfg.d), float(L),
-                                                     cfg.eps)) for _, _, o, _ in runs])
-        for i, f in enumerate(("kappa", "nu", "theta", "eta")):
-            out[f].append([float(o[i][0]) for _, _, o, _ in runs])
-        out["n_mlp"].append(runs[0][3])
-        out["step"] = _loop.log_steps(cfg.steps, cfg.steps // cfg.n_eval)
-        for k, v in (("lr_att", lr_a), ("lr_mlp", lr_m), ("lam", lam), ("oracle", oracle),
-                     ("linear", R.linear_risk(gamma=cfg.gamma, L=L, eps=cfg.eps))):
-            out[k].append(v)
+    with ThreadPoolExecutor(max_workers=2) as pool:  # the Ls on both cores: independent programs
+        per_L = list(pool.map(lambda L: _one_L(cfg, L, seed), cfg.Ls))
+    out = {k: [r[k] for r in per_L] for k in per_L[0]}
+    out["step"] = _loop.log_steps(cfg.steps, cfg.steps // cfg.n_eval)
     return {k: np.asarray(v, dtype=float) for k, v in out.items()}

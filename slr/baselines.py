@@ -69,9 +69,11 @@ def n_params(tree) -> int:
     return int(sum(np.size(x) for x in jax.tree_util.tree_leaves(tree)))
 
 
-@partial(jax.jit, static_argnames=("lr", "n_chunks", "batch", "n_test", "L", "has_rem", "tied"))
-def _train(key_test, stream, params, ks, vs, gamma, eps, log_every, rem, *, lr, n_chunks, batch, n_test, L,
+@partial(jax.jit, static_argnames=("lr", "n_chunks", "log_every", "batch", "n_test", "L", "has_rem", "tied"))
+def _train(key_test, stream, params, ks, vs, gamma, eps, rem, *, lr, n_chunks, log_every, batch, n_test, L,
            has_rem, tied=False):
+    """Adam on the MLP; ``log_every`` static: the step is compiled once, not twice (a traced chunk
+    length adds a copy for its remainder)."""
     d = ks.shape[-1]
     opt = optax.adam(lr)
     Xt, yt, _ = task.assemble(task.draws(key_test, n_test, L=L, d=d), ks[None], vs[None], gamma=gamma, eps=eps)
@@ -118,8 +120,8 @@ def train_diag_mlp(key, init_key, k_star, v_star, *, L, gamma, eps, width, lr, s
     key_test, streams = sgd.batch_keys(key, 1)
     n_chunks, rem = _loop.schedule(steps, log_every)
     ex, trained = _train(key_test, streams[0], params, jnp.asarray(ks), jnp.asarray(vs), float(gamma), float(eps),
-                         log_every, int(rem or 0), lr=float(lr), n_chunks=n_chunks, batch=batch, n_test=n_test,
-                         L=int(L), has_rem=rem is not None, tied=bool(tied))
+                         int(rem or 0), lr=float(lr), n_chunks=n_chunks, log_every=log_every, batch=batch,
+                         n_test=n_test, L=int(L), has_rem=rem is not None, tied=bool(tied))
     return {"step": _loop.log_steps(steps, log_every), "excess_risk": np.asarray(ex),
             "params": jax.tree_util.tree_map(np.asarray, trained), "n_params": n_params(trained)}
 

@@ -39,7 +39,7 @@ import optax
 from slr import cache
 from slr._validate import check_int, check_key, check_nonneg, check_positive
 
-__all__ = ["RESPONSES", "INITS", "SETTINGS", "task_of", "optimum", "train_setting", "sample_icl", "lsa_predict", "gd_predict", "gamma_star", "step_star",
+__all__ = ["RESPONSES", "INITS", "SETTINGS", "task_of", "optimum", "train_setting", "train_starts", "sample_icl", "lsa_predict", "gd_predict", "gamma_star", "step_star",
            "gd_risk", "lsa_params_from_gamma", "effective_preconditioner", "lsa_loss", "train_lsa"]
 
 RESPONSES = ("linear", "relu")
@@ -229,55 +229,79 @@ def train_lsa(key, *, cov, n: int, noise: float = 0.0, w_cov=None, response="lin
     check_nonneg("noise", noise)
     check_positive("lr", lr)
     check_positive("init_scale", init_scale)
-    if init not in INITS:
-        raise ValueError(f"init must be one of {INITS}, got {init!r}")
+    inits = tuple(init) if isinstance(init, (tuple, list)) else (init,)
+    for i in inits:
+        if i not in INITS:
+            raise ValueError(f"init must be one of {INITS} (or a tuple of them), got {init!r}")
     cov, w_cov, response = check_task(cov, w_cov, response)
     chols = map(jnp.asarray, map(np.linalg.cholesky, (cov, w_cov)))
-    out = _train(key, *chols, float(noise), float(lr), float(init_scale), n=n, steps=steps, batch=batch,
-                 repeats=repeats, response=response, init=init)
-    return {name: np.asarray(x) for name, x in out.items()}
+    out = _train(key, *chols, float(noise), float(lr), float(init_scale), jnp.asarray([i == "gd" for i in inits]),
+                 n=n, steps=steps, batch=batch, repeats=repeats, response=response)
+    out = {i: {name: np.asarray(x[:, j]) for name, x in out.items()} for j, i in enumerate(inits)}
+    return out if isinstance(init, (tuple, list)) else out[init]
 
 
 @cache.memoized
-def train_setting(setting: str, *, spectrum, n: int, noise: float, steps: int, batch: int, lr: float,
-                  repeats: int, init: str, init_scale: float, seed: int = 0) -> dict:
-    """:func:`train_lsa` in a setting of :data:`SETTINGS` from ``jax.random.key(seed)``, memoised on disk;
-    adds the learned preconditioners ``A`` (repeats, d, d) and the leftovers ``residual`` (repeats,)
-    of :func:`effective_preconditioner`."""
+def train_starts(setting: str, *, spectrum, n: int, noise: float, steps: int, batch: int, lr: float,
+                 repeats: int, init_scale: float, seed: int = 0) -> dict:
+    """:func:`train_lsa` in a setting of :data:`SETTINGS` from ``jax.random.key(seed)`` and from both starts
+    of :data:`INITS` at once (a run of either start sees the same prompts: one draw serves both), memoised
+    on disk. Keys ``<init>_<name>``: ``p``, ``Q``, ``loss`` of :func:`train_lsa`, the learned
+    preconditioners ``A`` (repeats, d, d) and the leftovers ``residual`` (repeats,) of
+    :func:`effective_preconditioner`."""
     out = train_lsa(jax.random.key(seed), n=n, noise=noise, steps=steps, batch=batch, lr=lr, repeats=repeats,
-                    init=init, init_scale=init_scale, **task_of(setting, spectrum))
-    A, residual = effective_preconditioner(out)
-    return {**out, "A": np.asarray(A), "residual": np.asarray(residual)}
+                    init=INITS, init_scale=init_scale, **task_of(setting, spectrum))
+    res = {}
+    for i, o in out.items():
+        A, residual = effective_preconditioner(o)
+        res.update({f"{i}_{k}": v for k, v in {**o, "A": np.asarray(A), "residual": np.asarray(residual)}.items()})
+    return res
 
 
-def _init(key, d, scale, init):
+def train_setting(setting: str, *, spectrum, n: int, noise: float, steps: int, batch: int, lr: float,
+                  repeats: int, init: str, init_scale: float, seed: int = 0, use_cache=None) -> dict:
+    """The runs of :func:`train_starts` from the start ``init``: ``p``, ``Q``, ``loss``, ``A``, ``residual``
+    (both starts are trained, and stored, together: the second start is then read from the cache)."""
+    if init not in INITS:
+        raise ValueError(f"init must be one of {INITS}, got {init!r}")
+    out = train_starts(setting, spectrum=spectrum, n=n, noise=noise, steps=steps, batch=batch, lr=lr,
+                       repeats=repeats, init_scale=init_scale, seed=seed, use_cache=use_cache)
+    return {k[len(init) + 1:]: v for k, v in out.items() if k.startswith(init + "_")}
+
+
+def _init(key, d, scale, gd):
+    """Both starts from ``key``, the one of ``gd`` (a traced bool) kept: one program for both."""
     kp, kq = jax.random.split(key)
-    if init == "gd":
-        T = jax.random.normal(kq, (d, d), dtype=jnp.float64)
-        T = T @ T.T
-        return {"p": scale * jnp.zeros(d + 1).at[d].set(1.0),
+    T = jax.random.normal(kq, (d, d), dtype=jnp.float64)
+    T = T @ T.T
+    start_gd = {"p": scale * jnp.zeros(d + 1).at[d].set(1.0),
                 "Q": scale * jnp.concatenate([T / jnp.linalg.norm(T), jnp.zeros((1, d))])}
-    return {"p": scale * jax.random.normal(kp, (d + 1,), dtype=jnp.float64),
-            "Q": scale * jax.random.normal(kq, (d + 1, d), dtype=jnp.float64)}
+    start_random = {"p": scale * jax.random.normal(kp, (d + 1,), dtype=jnp.float64),
+                    "Q": scale * jax.random.normal(kq, (d + 1, d), dtype=jnp.float64)}
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(gd, a, b), start_gd, start_random)
 
 
-@partial(jax.jit, static_argnames=("n", "steps", "batch", "repeats", "response", "init"))
-def _train(key, chol, chol_w, noise, lr, init_scale, *, n, steps, batch, repeats, response, init):
+@partial(jax.jit, static_argnames=("n", "steps", "batch", "repeats", "response"))
+def _train(key, chol, chol_w, noise, lr, init_scale, gd, *, n, steps, batch, repeats, response):
     d = chol.shape[0]
     opt = optax.adam(optax.cosine_decay_schedule(lr, steps))
 
-    def one_run(kr):
+    def one_run(kr):  # every start of ``gd`` (I,) on the same prompts
         kinit, kdata = jax.random.split(kr)
-        params = _init(kinit, d, init_scale, init)
+        params = jax.vmap(lambda g: _init(kinit, d, init_scale, g))(gd)
 
-        def step(carry, kb):
-            params, state = carry
-            X, y, x_q, y_q, _ = sample(kb, chol, chol_w, noise, batch=batch, n=n, response=response)
+        def update(params, state, X, y, x_q, y_q):
             loss, g = jax.value_and_grad(lsa_loss)(params, X, y, x_q, y_q)
             upd, state = opt.update(g, state, params)
-            return (optax.apply_updates(params, upd), state), loss
+            return optax.apply_updates(params, upd), state, loss
 
-        (params, _), loss = jax.lax.scan(step, (params, opt.init(params)), jax.random.split(kdata, steps))
-        return {"p": params["p"], "Q": params["Q"], "loss": loss}
+        def step(carry, kb):
+            X, y, x_q, y_q, _ = sample(kb, chol, chol_w, noise, batch=batch, n=n, response=response)
+            params, state, loss = jax.vmap(update, (0, 0) + (None,) * 4)(*carry, X, y, x_q, y_q)
+            return (params, state), loss
+
+        carry = (params, jax.vmap(opt.init)(params))
+        (params, _), loss = jax.lax.scan(step, carry, jax.random.split(kdata, steps))
+        return {"p": params["p"], "Q": params["Q"], "loss": loss.T}      # (I, ...) each
 
     return jax.vmap(one_run)(jax.random.split(key, repeats))

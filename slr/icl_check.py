@@ -45,9 +45,14 @@ def gd_coefficients(Gamma):
 
 
 @partial(jax.jit, static_argnames=("m", "n", "response"))
-def _moments(key, chol, chol_w, noise, refs, *, m, n, response):
+def _moments(key, chol, chol_w, noise, refs, valid, *, m, n, response):
+    """The sums of one chunk over its first ``valid`` (traced) of ``m`` prompts: the first rows of a
+    draw of ``m`` prompts are the draw of ``valid`` prompts (JAX numbers the entries by their flat
+    index), so a shorter last chunk reuses the program compiled for full chunks."""
     X, y, x_q, y_q, _ = icl.sample(key, chol, chol_w, noise, batch=m, n=n, response=response)
-    F = span_features(X, y, x_q)
+    keep = jnp.arange(m) < valid
+    F = jnp.where(keep[:, None], span_features(X, y, x_q), 0.0)
+    y_q = jnp.where(keep, y_q, 0.0)
     E = y_q[None, :] - refs @ F.T                                   # (R, m) residuals at the references
     FE = E[:, :, None] * F[None]                                    # (R, m, F)
     return (F.T @ F, F.T @ y_q, jnp.einsum("rmi,rmj->rij", FE, FE), FE.sum(1), (E ** 2).sum(1),
@@ -79,7 +84,8 @@ def span_fit(key, prompts: int, references, *, cov, n: int, noise: float = 0.0, 
     total, done, i = None, 0, 0
     while done < prompts:
         m = min(chunk, prompts - done)
-        out = _moments(jax.random.fold_in(key, i), *chols, float(noise), refs, m=m, n=n, response=response)
+        out = _moments(jax.random.fold_in(key, i), *chols, float(noise), refs, m, m=min(chunk, prompts), n=n,
+                       response=response)
         out = [np.asarray(x) for x in out]
         total = out if total is None else [a + b for a, b in zip(total, out)]
         done, i = done + m, i + 1

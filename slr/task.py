@@ -21,7 +21,14 @@ from slr._validate import (check_int, check_interval, check_key, check_nonneg, c
                            check_probs, check_unit)
 
 __all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "draws", "assemble",
-           "orthonormal_frame", "norm_rule_rates", "argmax_failure", "oracle_at_angle"]
+           "orthonormal_frame", "norm_rule_rates", "argmax_failure", "oracle_at_angle", "normal"]
+
+
+def normal(key, shape, dtype=jnp.float64):
+    """``jax.random.normal(key, shape, dtype)``, the same numbers bit for bit, drawn as one flat vector
+    and reshaped: JAX's counter-based generator numbers the entries by their flat index, and XLA on CPU
+    draws a flat vector about three times faster than a multi-dimensional array. Traceable."""
+    return jax.random.normal(key, (math.prod(shape),), dtype=dtype).reshape(shape)
 
 
 def orthonormal_frame(key, d: int, m: int):
@@ -152,13 +159,13 @@ def draws(key, n: int, *, L: int, d: int, H: int = 1, p=None, dtype=jnp.float64)
     oracles can share one draw; :func:`sample` and :func:`sample_multi` are the checked entry points.
     """
     kx, kj, kg, kn = jax.random.split(key, 4)
-    Z = jax.random.normal(kx, (n, L, d), dtype=dtype)
+    Z = normal(kx, (n, L, d), dtype=dtype)
     if H == 1:
         J = (jax.random.randint(kj, (n,), 0, L) if p is None
              else jax.random.choice(kj, L, (n,), p=p))[:, None]
     else:
         J = jnp.argsort(jax.random.uniform(kj, (n, L)), axis=1)[:, :H]
-    G = jax.random.normal(kg, (n, H, d), dtype=dtype)
+    G = normal(kg, (n, H, d), dtype=dtype)
     xi = jax.random.normal(kn, (n,), dtype=dtype)
     return Z, J, G, xi
 

@@ -112,3 +112,24 @@ def test_train_validation():
         icl.train_lsa(jax.random.key(0), cov=np.eye(2), n=3, steps=1, batch=2, lr=0.1, init="zeros")
     with pytest.raises(ValueError, match="response"):
         icl.sample_icl(jax.random.key(0), 2, cov=np.eye(2), n=3, response="cubic")
+
+
+def test_both_starts_in_one_program_are_the_separate_runs():
+    kw = dict(cov=np.diag([2.0, 1.0, 0.5]), n=5, noise=0.1, steps=30, batch=16, lr=1e-2, repeats=2)
+    both = icl.train_lsa(jax.random.key(3), init=("gd", "random"), **kw)
+    for init in ("gd", "random"):
+        one = icl.train_lsa(jax.random.key(3), init=init, **kw)
+        for name in ("p", "Q", "loss"):
+            np.testing.assert_allclose(both[init][name], one[name], rtol=0, atol=1e-13)
+    assert not np.allclose(both["gd"]["Q"], both["random"]["Q"])
+
+
+def test_train_setting_reads_its_start_of_train_starts(result_cache):
+    kw = dict(spectrum=(2.0, 1.0), n=4, noise=0.1, steps=5, batch=8, lr=1e-2, repeats=2, init_scale=0.1)
+    both = icl.train_starts("ahn", **kw)
+    for init in icl.INITS:
+        one = icl.train_setting("ahn", init=init, **kw)
+        assert set(one) == {"p", "Q", "loss", "A", "residual"}
+        assert all(np.array_equal(one[k], both[f"{init}_{k}"]) for k in one)
+    with pytest.raises(ValueError, match="init"):
+        icl.train_setting("ahn", init="zeros", **kw)

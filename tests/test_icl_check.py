@@ -28,3 +28,17 @@ def test_span_fit_finds_the_optimum_and_rejects_a_wrong_step():
     assert np.abs(out["opt_z"]).max() < 4.5 < np.abs(out["wrong_z"]).max()
     exact = icl.gd_risk(refs["opt"], np.eye(d), n=n, noise=0.1)
     assert abs(out["opt_risk"] - exact) < 4.5 * out["opt_risk_se"]
+
+
+def test_a_short_last_chunk_is_the_same_as_whole_chunks():
+    refs = {"opt": icl.gamma_star(np.eye(2), n=4, noise=0.1)}
+    kw = dict(cov=np.eye(2), n=4, noise=0.1)
+    a = icl_check.span_fit(jax.random.key(2), 250, refs, chunk=100, **kw)   # 100, 100, 50
+    X, y, xq, yq, _ = icl.sample_icl(jax.random.fold_in(jax.random.key(2), 2), 50, **kw)
+    Xf, yf, xqf, yqf, _ = icl.sample_icl(jax.random.fold_in(jax.random.key(2), 2), 100, **kw)
+    assert np.array_equal(X, Xf[:50]) and np.array_equal(yq, yqf[:50])   # the prefix of a longer draw
+    F = np.concatenate([np.asarray(icl_check.span_features(*icl.sample_icl(
+        jax.random.fold_in(jax.random.key(2), i), m, **kw)[:3])) for i, m in enumerate((100, 100, 50))])
+    Y = np.concatenate([np.asarray(icl.sample_icl(jax.random.fold_in(jax.random.key(2), i), m, **kw)[3])
+                        for i, m in enumerate((100, 100, 50))])
+    np.testing.assert_allclose(a["coef"], np.linalg.lstsq(F, Y, rcond=None)[0], atol=1e-9)

@@ -228,3 +228,12 @@ def test_oracle_at_angle():
         task.oracle_at_angle(jax.random.key(1), 20, 1.0, which="q")
     with pytest.raises(ValueError, match="phi"):
         task.oracle_at_angle(jax.random.key(1), 20, 4.0)
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 4), (5, 2, 3), (2, 1, 4, 3)])
+def test_normal_is_jax_normal_bit_for_bit(shape):
+    key = jax.random.key(11)
+    assert np.array_equal(task.normal(key, shape), jax.random.normal(key, shape, dtype=np.float64))
+    keys = jax.random.split(key, 3)   # and under vmap
+    assert np.array_equal(jax.vmap(lambda k: task.normal(k, shape))(keys),
+                          jax.vmap(lambda k: jax.random.normal(k, shape, dtype=np.float64))(keys))
