@@ -86,7 +86,8 @@ def result_cache(tmp_path, monkeypatch):
 # (longest-processing-time first). The order is the files' CPU seconds in a cold run of the suite
 # (empty compilation cache, 2 workers; measured 2026-11-25: test_sgd.py 44 s ... test_tuning.py 2 s);
 # test_nbval_cache.py and test_probe.py wait on a subprocess or on imports (little CPU, long wall), so they
-# start early, while the other worker computes. A file not listed (under 2 s) comes last.
+# start early, while the other worker computes. A file not listed (under 2 s) comes last. xdist keeps this
+# order only with `--no-loadscope-reorder` (pyproject.toml): by default it sorts files by their number of tests.
 _COSTLIEST_FIRST = ("test_sgd.py", "test_reduced.py", "test_transformer.py", "test_baselines.py", "test_risk.py",
                     "test_recovery.py", "test_pgd.py", "test_nbval_cache.py", "test_experiments.py",
                     "test_appendix_f.py", "test_probe.py", "test_montecarlo.py", "test_multihead.py",
