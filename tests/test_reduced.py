@@ -159,12 +159,11 @@ def _multi_step_projections(sampler, key, ks, vs, k, v, n, dirs, *, shared, lam,
     return np.asarray(jax.jit(jax.vmap(one))(jax.random.split(key, n))).reshape(n, -1)
 
 
-@pytest.mark.parametrize("shared", [False, True])
-def test_multi_one_step_gradient_law(shared):
-    """Mean and covariances of the four gradients (two heads), projected on 4 directions in the span,
-    2 out of it and 1 across, agree between the reduced and the full draw (20 000 draws each).
-    28 projections: 28 means and 406 covariances, two-sided |z| < 5.3 each: a true claim fails with
-    probability below 434 * 1.2e-7 = 5e-5 (union bound; z approximately normal at n = 20 000)."""
+@pytest.fixture(scope="module")
+def multi_law():
+    """The two heads and projection directions of the one-step law, and the n = 20 000 projected draws of
+    each sampler and noise variant, each computed once: the full draws of one noise variant are one
+    parametrisation's reference sample and the other's power control."""
     d, L, n = 12, 4, 20000
     ks, vs, k, v = _two_heads(d, 62)
     Q = RD.frame(jnp.concatenate([ks, vs, k, v]))
@@ -172,9 +171,27 @@ def test_multi_one_step_gradient_law(shared):
     out = g - (g @ Q.T) @ Q
     out = out / jnp.linalg.norm(out, axis=1, keepdims=True)
     dirs = jnp.concatenate([Q[4:], out, (Q[6] + out[0])[None] / math.sqrt(2)])  # 4 in, 2 out, 1 across
-    kw = dict(shared=shared, lam=0.8, L=L, eps=0.3, batch=3)
-    a = _multi_step_projections("reduced", jax.random.key(64), ks, vs, k, v, n, dirs, **kw)
-    b = _multi_step_projections("full", jax.random.key(65), ks, vs, k, v, n, dirs, **kw)
+    done = {}
+
+    def draws(sampler, shared):
+        if (sampler, shared) not in done:
+            key = jax.random.key(64 if sampler == "reduced" else 65)
+            done[sampler, shared] = _multi_step_projections(sampler, key, ks, vs, k, v, n, dirs, shared=shared,
+                                                            lam=0.8, L=L, eps=0.3, batch=3)
+        return done[sampler, shared]
+
+    return n, draws
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_multi_one_step_gradient_law(multi_law, shared):
+    """Mean and covariances of the four gradients (two heads), projected on 4 directions in the span,
+    2 out of it and 1 across, agree between the reduced and the full draw (20 000 draws each).
+    28 projections: 28 means and 406 covariances, two-sided |z| < 5.3 each: a true claim fails with
+    probability below 434 * 1.2e-7 = 5e-5 (union bound; z approximately normal at n = 20 000).
+    The power control is the full draw of the other noise variant (independent of the reduced draws)."""
+    n, draws = multi_law
+    a, b = draws("reduced", shared), draws("full", shared)
     assert np.all(np.isfinite(a)) and a.shape == (n, 28)
     z_mean = (a.mean(0) - b.mean(0)) / np.sqrt(a.var(0) / n + b.var(0) / n)
     i, j = np.triu_indices(a.shape[1])
@@ -182,7 +199,7 @@ def test_multi_one_step_gradient_law(shared):
     z_cov = (ca.mean(0) - cb.mean(0)) / np.sqrt(ca.var(0) / n + cb.var(0) / n)
     assert np.max(np.abs(z_mean)) < 5.3 and np.max(np.abs(z_cov)) < 5.3, (np.abs(z_mean).max(), np.abs(z_cov).max())
     # the test has power: the other noise variant is told apart (covariances across the two heads)
-    c = _multi_step_projections("full", jax.random.key(66), ks, vs, k, v, n, dirs, **dict(kw, shared=not shared))
+    c = draws("full", not shared)
     cc = (c - c.mean(0))[:, i] * (c - c.mean(0))[:, j]
     assert np.max(np.abs((ca.mean(0) - cc.mean(0)) / np.sqrt(ca.var(0) / n + cc.var(0) / n))) > 8
 
