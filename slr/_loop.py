@@ -64,11 +64,13 @@ def run_chunks(body, carry, log_fn, n_chunks, log_every, rem, unroll, noise=None
     def steps_from(t0, n, c):
         """n steps from step t0; the loop body does ``unroll`` steps (n may be traced)."""
         if noise is not None:
-            def blk(j, cc, m=block):  # m < block steps (traced): no unrolling
+            def blk(j, cc, m=None):  # a whole block (unrolled), or its first m steps (m traced: rolled)
                 tb = t0 + j * block
                 nz = jax.vmap(noise)(tb + jnp.arange(block))
                 one = lambda u, c2: step(c2, tb + u, jax.tree_util.tree_map(lambda a: a[u], nz))
-                return jax.lax.fori_loop(0, m, one, cc, unroll=unroll if m is block else None)
+                if m is None:
+                    return jax.lax.fori_loop(0, block, one, cc, unroll=unroll)
+                return jax.lax.fori_loop(0, m, one, cc)
             if one_loop and unroll == 1:
                 return jax.lax.fori_loop(0, -(-n // block), lambda j, cc: blk(
                     j, cc, jnp.minimum(block, n - j * block)), c)

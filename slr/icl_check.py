@@ -84,8 +84,8 @@ def span_fit(key, prompts: int, references, *, cov, n: int, noise: float = 0.0, 
     total, done, i = None, 0, 0
     while done < prompts:
         m = min(chunk, prompts - done)
-        out = _moments(jax.random.fold_in(key, i), *chols, float(noise), refs, m, m=min(chunk, prompts), n=n,
-                       response=response)
+        size = min(chunk, prompts)  # every chunk is drawn at the full size: one compiled program
+        out = _moments(jax.random.fold_in(key, i), *chols, float(noise), refs, m, m=size, n=n, response=response)
         out = [np.asarray(x) for x in out]
         total = out if total is None else [a + b for a, b in zip(total, out)]
         done, i = done + m, i + 1
