@@ -107,12 +107,19 @@ _FIGURES = {
 }
 
 
+@functools.partial(jax.jit, static_argnames=("d",))
+def _oracle(seed, d):
+    """The oracle (k*, v*) of :func:`simulate` and the keys of its starts and stochastic steps, drawn in
+    one compiled program (the numbers of :func:`jax.random.split` and :func:`slr.task.sample_oracle`
+    called one operation at a time, without compiling each operation on its own)."""
+    k_oracle, k_init, k_sgd = jax.random.split(jax.random.key(seed), 3)
+    return task.sample_oracle(k_oracle, d) + (k_init, k_sgd)
+
+
 def simulate(cfg: DynamicsConfig, seed: int) -> dict:
     """The trajectories of a :class:`DynamicsConfig` from ``seed``: exact PGD (:func:`slr.pgd.pgd`) or
     stochastic PGD (:func:`slr.sgd.sgd`), as the dict of :meth:`slr.pgd.Trajectory.to_dict`."""
-    key = jax.random.key(seed)
-    k_oracle, k_init, k_sgd = jax.random.split(key, 3)
-    k_star, v_star = task.sample_oracle(k_oracle, cfg.d)
+    k_star, v_star, k_init, k_sgd = _oracle(seed, cfg.d)
     if cfg.init == "sphere":
         k0, v0 = pgd.init_sphere(k_init, cfg.d, cfg.repeats)
     else:
