@@ -161,26 +161,26 @@ def test_pgd_vector_validation(oracle400):
 # pgd_overlaps: per-run parameters in one program
 
 
-def test_pgd_overlaps_matches_pgd():
+def test_pgd_overlaps_matches_pgd(oracle400):
     """Runs started from the overlaps of d-dim vectors follow pgd from those vectors (the 4-D frames
-    differ, the iterates' overlaps agree to round-off); per-run lam0, c, alpha, d reproduce separate runs."""
-    ko, ki = jax.random.split(jax.random.key(0))
-    ks, vs = task.sample_oracle(ko, 50)
-    k0, v0 = P.init_sphere(ki, 50, 3)
-    kw = dict(alpha=1e-3, steps=400, gamma=GAMMA, L=10, log_every=100)
+    differ, the iterates' overlaps agree to round-off); per-run lam0, c, alpha, d reproduce separate runs.
+    (d = 400, R = 3 and 40 logs: pgd runs the compiled program of the tests above.)"""
+    ks, vs = oracle400
+    k0, v0 = P.init_sphere(jax.random.key(6), 400, 3)
+    run = dict(steps=400, gamma=GAMMA, L=10, log_every=10)
+    kw = dict(alpha=1e-3, **run)
     ref = P.pgd(k0, v0, ks, vs, lam=P.InverseTime(1.0, 1e-3), **kw)
     o = (k0 @ ks, v0 @ vs, v0 @ ks, k0 @ vs, np.sum(k0 * v0, -1))
-    out = P.pgd_overlaps(o, lam0=1.0, c=1e-3, d=50, **kw)
-    assert out.kappa.shape == (3, 5)
+    out = P.pgd_overlaps(o, lam0=1.0, c=1e-3, d=400, **kw)
+    assert out.kappa.shape == (3, 41)
     np.testing.assert_array_equal(out.step, ref.step)
     for f in ("kappa", "nu", "theta", "eta", "rho", "excess_risk"):
         np.testing.assert_allclose(getattr(out, f), np.asarray(getattr(ref, f)), atol=1e-12)
     # per-run parameters: run 1 with its own (lam0, c, alpha, d) equals a single run with those
     per = P.pgd_overlaps(o, lam0=np.array([1.0, 0.5, 1.0]), c=np.array([1e-3, 0.0, 1e-3]),
-                         alpha=np.array([1e-3, 2e-3, 1e-3]), d=np.array([50.0, 80.0, 50.0]), steps=400, gamma=GAMMA,
-                         L=10, log_every=100)
+                         alpha=np.array([1e-3, 2e-3, 1e-3]), d=np.array([400.0, 80.0, 400.0]), **run)
     # (three runs that all take run 1's parameters: the same program as `per`, no new compilation)
-    one = P.pgd_overlaps(o, lam0=0.5, c=0.0, alpha=2e-3, d=80.0, steps=400, gamma=GAMMA, L=10, log_every=100)
+    one = P.pgd_overlaps(o, lam0=0.5, c=0.0, alpha=2e-3, d=80.0, **run)
     np.testing.assert_allclose(per.kappa[1], one.kappa[1], atol=1e-14)
     assert np.max(np.abs(per.kappa[0] - one.kappa[0])) > 1e-3  # the parameters do differ between the runs
     np.testing.assert_allclose(per.kappa[0], out.kappa[0], atol=1e-14)
