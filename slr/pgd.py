@@ -18,7 +18,8 @@ the closed form only as a scalar).
 - :func:`init_sphere` (one or H heads), :func:`init_manifold`: random starts. :class:`Trajectory`: the logged result;
   :func:`final_summary`: the final median, minimum and maximum over its runs.
 
-Both entries run one jitted engine (the chunked loop of :mod:`slr._loop`).
+Both entries run one jitted engine: the steps of the chunked loop of :mod:`slr._loop` with one copy of
+the step in the compiled program (:func:`_chunks`).
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ from slr.risk import closed_form
 __all__ = ["Trajectory", "InverseTime", "projected_step", "pgd", "pgd_overlaps", "init_sphere",
            "init_manifold", "split_lam", "final_summary"]
 
-UNROLL = 2  # inner-loop unrolling: faster steps, longer compile (measured best trade-off)
+UNROLL = 2  # inner-loop unrolling of slr.manifold's loop (faster steps, longer compile); pgd's own loop
+#             runs one copy of the step (_chunks: each copy compiled costs more than it saves here)
 _FIELDS = NAMES + ("excess_risk",)
 
 

@@ -278,20 +278,24 @@ def test_init_sphere_heads():
         P.init_sphere(jax.random.key(4), 12, 3, H=0)
 
 
-def test_chapters_unrolling_is_the_rolled_loop(oracle400, monkeypatch):
-    """The suite rolls the step loop (conftest: less compilation); the chapters unroll it (slr.pgd.UNROLL):
-    the same iterates. 40 chunks of 51 steps (odd: the unrolled loop and its remainder); the chunk length
-    is traced, so the rolled program is test_reduced_matches_full's. lam decays (lam0 and c are traced too),
-    so a step that read another step's lam, or a skipped step, would change the iterates."""
-    from conftest import CHAPTER_UNROLL
-    name, unroll = CHAPTER_UNROLL[P.__name__]
-    assert unroll > 1
-    ks, vs = oracle400
-    k0, v0 = P.init_sphere(jax.random.key(1), 400, 3)
-    kw = dict(lam=P.InverseTime(1.0, 1e-2), alpha=4e-3, steps=40 * 51, log_every=51, **SETTING)
-    rolled = P.pgd(k0, v0, ks, vs, **kw)
-    monkeypatch.setattr(P, name, unroll)
-    unrolled = P.pgd(k0, v0, ks, vs, **kw)
-    for f in ("kappa", "nu", "theta", "eta", "rho", "excess_risk"):
-        np.testing.assert_allclose(getattr(unrolled, f), getattr(rolled, f), rtol=0, atol=1e-14, err_msg=f)
-    assert np.max(np.abs(rolled.kappa[:, -1] - rolled.kappa[:, 0])) > 1e-3
+@pytest.mark.parametrize("steps,log_every", [(40 * 51, 51), (40 * 51 + 7, 51), (5, 10)])
+def test_one_copy_loop_is_run_chunks(steps, log_every):
+    """pgd's loop (one copy of the step, the remainder as a last chunk) takes the steps of
+    slr._loop.run_chunks unrolled (the other trainers' loop): the same step indices in the same order and
+    the same logs, chunk lengths traced. The step reads its index (a skipped, repeated or reordered step
+    changes the carry) and an odd chunk length exercises run_chunks' remainder loop."""
+    from slr import _loop
+
+    body = lambda c, t: c * (1.0 + 1e-3 * jnp.sin(t.astype(jnp.float64))) + jnp.cos(3.0 * t)
+    log = lambda c: c
+    n_chunks, rem = _loop.schedule(steps, log_every)
+    ours = jax.jit(lambda every, last: P._chunks(body, jnp.float64(0.5), log, n_chunks + (rem is not None),
+                                                 every, last))(log_every, rem or log_every)
+    theirs = jax.jit(lambda every, r: _loop.run_chunks(body, jnp.float64(0.5), log, n_chunks, every,
+                                                       None if rem is None else r, 2))(log_every, rem or 0)
+    assert ours.shape == (len(_loop.log_steps(steps, log_every)),)
+    np.testing.assert_array_equal(ours, theirs)
+    # the body is not trivially invariant: a skipped step changes the carry
+    skipped = jax.jit(lambda every, last: P._chunks(body, jnp.float64(0.5), log, n_chunks + (rem is not None),
+                                                    every, last))(log_every, (rem or log_every) - 1)
+    assert skipped[-1] != ours[-1]
