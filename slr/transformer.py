@@ -22,6 +22,7 @@ fresh samples (:func:`slr.task.draws`) at every step of one jitted ``lax.scan``,
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from functools import partial
@@ -121,11 +122,20 @@ def init_params(key, *, d: int, p: int, m: int, H: int = 1, dtype=jnp.float64, o
     d, p, m, H = (check_int(name, x) for name, x in (("d", d), ("p", p), ("m", m), ("H", H)))
     if d % H:
         raise ValueError(f"d must be a multiple of H, got d={d!r} and H={H!r}")
+    check_nonneg("q_std", q_std)
+    return _init(key, d, p, m, H, dtype, o_variance, math.sqrt(q_std ** 2) if q_std else None)
+
+
+def _init(key, d, p, m, H, dtype, o_variance, q_scale):
+    """:func:`init_params` unchecked; ``q_scale`` the std of Q's entries: None (Q = 0) or a number,
+    traced or not (> 0: N(0, q_scale^2) entries, else Q = 0), so one program serves every ``q_std``."""
     dv = d // H
     kK, kV, kO, k1, k2, kt = jax.random.split(key, 6)
     gauss = lambda k, shape, var: jax.random.normal(k, shape, dtype=dtype) * math.sqrt(var)
     O = jnp.eye(d, dtype=dtype)[None] if H == 1 else gauss(kO, (H, dv, d), o_variance or 2.0 / (dv + d))
-    Q = jnp.zeros((H, d, p), dtype=dtype) if not q_std else gauss(jax.random.fold_in(kK, 1), (H, d, p), q_std ** 2)
+    Q = jnp.zeros((H, d, p), dtype=dtype)
+    if q_scale is not None:
+        Q = jnp.where(q_scale > 0, jax.random.normal(jax.random.fold_in(kK, 1), Q.shape, dtype=dtype) * q_scale, Q)
     return {"K": gauss(kK, (H, d, p), 2.0 / (d + p)), "Q": Q,
             "V": gauss(kV, (H, d, dv), 2.0 / (d + dv)), "O": O,
             "W1": gauss(k1, (d, m), 2.0 / (d + m)), "b1": jnp.zeros((m,), dtype=dtype),
@@ -235,21 +245,39 @@ def _metrics(params, c, Xt, yt, k_stars, v_stars, eps, n_jac):
             "v_align": vhat @ v_stars.T, "v_align_identity": vhat_id @ v_stars.T, "sv_ratio": ratio}
 
 
-def _setup(key, cfg: TransformerConfig):
+def _setup(key, q_scale, cfg: TransformerConfig):
     dt = jnp.dtype(cfg.dtype)
     k_oracle, k_init, k_reg, k_test = jax.random.split(key, 4)
     k_stars, v_stars = (x.astype(dt) for x in sample_oracle_multi(k_oracle, cfg.d, cfg.n_locations))
-    params, c = init_params(k_init, d=cfg.d, p=cfg.p, m=cfg.m, H=cfg.H, dtype=dt, o_variance=cfg.o_variance,
-                            q_std=cfg.q_std), register_token(k_reg, cfg.d, dtype=dt)
+    params = _init(k_init, cfg.d, cfg.p, cfg.m, cfg.H, dt, cfg.o_variance, q_scale)
+    c = register_token(k_reg, cfg.d, dtype=dt)
     Xt, yt = draw_batch(k_test, cfg.n_test, k_stars, v_stars, L=cfg.L, gamma=cfg.gamma, eps=cfg.eps, dtype=dt,
                         shared=cfg.token_noise == "shared")
     return params, c, k_stars, v_stars, Xt, yt
 
 
-@partial(jax.jit, static_argnums=2)
-def _train(run_keys, data_key, cfg):
+def _one_blas_thread():
+    """OpenBLAS (the LAPACK behind ``jnp.linalg.svd`` on CPU) on one thread while training runs.
+
+    The logged :func:`key_directions` take an SVD of the 20 trained Q (80 x 80, rank one up to float32
+    round-off) of Figure 8 every ``log_every`` steps. With OpenBLAS's default threads (one per core) the
+    divide-and-conquer SVD of these nearly rank-one matrices spent 0.1 to 3 s of CPU per logged step on
+    the book's 2-core machine (most of Figure 8's time, and erratic under load), against 0.01 s on one
+    thread, with the same numbers bit for bit (checked on Figures 8 and 10). ``threadpoolctl`` comes with
+    scikit-learn (the book's extras); without it the threads are left as they are."""
+    import scipy.linalg  # noqa: F401  (loads the OpenBLAS that jaxlib's LAPACK calls, before it is limited)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+@partial(jax.jit, static_argnums=3)
+def _train(run_keys, data_key, q_scale, cfg):
+    """The runs of ``cfg`` (static: its seed and q_std unread, 0; ``q_scale`` is the std of Q's entries)."""
     dt = jnp.dtype(cfg.dtype)
-    params, c, k_stars, v_stars, Xt, yt = jax.vmap(lambda k: _setup(k, cfg))(run_keys)
+    params, c, k_stars, v_stars, Xt, yt = jax.vmap(lambda k: _setup(k, q_scale, cfg))(run_keys)
     params = {k: v for k, v in params.items() if not (k == "O" and cfg.H == 1)}  # O = I: not stored
     opt = optax.sgd(cfg.lr)
     n_jac = min(cfg.n_test, 256)
@@ -298,6 +326,9 @@ def train(cfg: TransformerConfig = FIGURE_8, seed=None):
         raise ValueError(f"cfg must be a TransformerConfig, got {type(cfg).__name__}")
     cfg = (cfg if seed is None else dataclasses.replace(cfg, seed=int(seed))).validate()
     run_key, data_key = jax.random.split(jax.random.key(cfg.seed))
-    out = jax.tree.map(np.asarray, _train(jax.random.split(run_key, cfg.repeats), data_key, cfg))
+    q_scale = np.asarray(math.sqrt(cfg.q_std ** 2) if cfg.q_std else 0.0, dtype=cfg.dtype)
+    with _one_blas_thread():  # seed and q_std enter as data: one program for all of them
+        out = jax.tree.map(np.asarray, _train(jax.random.split(run_key, cfg.repeats), data_key, q_scale,
+                                              dataclasses.replace(cfg, seed=0, q_std=0.0)))
     out["steps"] = np.arange(0, cfg.steps + 1, cfg.log_every)
     return out

@@ -101,11 +101,12 @@ def test_value_direction_identity_linearisation():
 
 
 def test_short_training_lowers_the_risk():
-    cfg = dataclasses.replace(T.FIGURE_8, d=16, p=16, m=32, steps=300, log_every=100, repeats=2, n_test=256,
+    """200 steps (the risk ratio was about 0.2 there, 0.15 at 300 steps: the same test, a shorter run)."""
+    cfg = dataclasses.replace(T.FIGURE_8, d=16, p=16, m=32, steps=200, log_every=100, repeats=2, n_test=256,
                               lr=0.05)
     out = T.train(cfg)
-    assert out["excess_risk"].shape == (2, 4)
-    assert out["k_align"].shape == (2, 4, 1, 1) and out["sv_ratio"].shape == (2, 4, 1)
+    assert out["excess_risk"].shape == (2, 3)
+    assert out["k_align"].shape == (2, 3, 1, 1) and out["sv_ratio"].shape == (2, 3, 1)
     assert np.all(out["excess_risk"][:, -1] < 0.7 * out["excess_risk"][:, 0])
 
 
@@ -189,8 +190,10 @@ def test_query_side_weight_stays_rank_one():
     assert sv.shape == (2, 2, 8) and np.all(sv[..., 0] > 1e-3)
     assert np.max(sv[..., 1] / sv[..., 0]) < 1e-10
     assert out["k_hat"].shape == out["v_hat"].shape == (2, 2, 16) and out["Q"].shape == (2, 2, 16, 8)
-    sv_ctrl = T.train(dataclasses.replace(cfg, q_std=0.05))["Q_singular_values"]
+    programs = T._train._cache_size()
+    sv_ctrl = T.train(dataclasses.replace(cfg, q_std=0.05, seed=7))["Q_singular_values"]
     assert np.min(sv_ctrl[..., 1] / sv_ctrl[..., 0]) > 1e-2
+    assert T._train._cache_size() == programs  # q_std and the seed enter as data: no new program
 
 
 @pytest.mark.parametrize("H, shared", [(1, False), (2, True)])
