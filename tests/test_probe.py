@@ -175,6 +175,11 @@ def test_bert_cls_is_the_whole_model_bit_for_bit(tiny_bert, monkeypatch):
     sents = ["The city is nice.", "my very blue dog is mean", "the dog is nice", "very mean", "my city"]
     fast = probe.cls_states(sents, tok, model, batch_size=2, num_threads=2)
     np.testing.assert_array_equal(probe.cls_states(sents, tok, model, batch_size=2, num_threads=1), fast)
+    # a batch in chunks padded to the batch's width: the states of the batch run whole
+    monkeypatch.setattr(probe, "_CHUNK", 1)
+    chunked = probe.cls_states(sents, tok, model, batch_size=2, num_threads=2)
+    np.testing.assert_array_equal(chunked[:, :-1], fast[:, :-1])
+    np.testing.assert_allclose(chunked, fast, rtol=0, atol=1e-6 * np.abs(fast).max())
     monkeypatch.setattr(probe, "_is_bert", lambda model: False)
     whole = probe.cls_states(sents, tok, model, batch_size=2)
     np.testing.assert_array_equal(whole[:, :-1], fast[:, :-1])
