@@ -149,6 +149,43 @@ def test_tiny_bert_loads_offline_and_gives_cls_states(tiny_bert):
         np.testing.assert_allclose(probe.cls_states([s], tok, model)[0], h[i], atol=1e-5)
 
 
+def test_bert_cls_is_the_whole_model_bit_for_bit(tiny_bert, monkeypatch):
+    """The hand-made padding is the tokenizer's, and the [CLS]-only last block gives the states of the
+    whole model run on the tokenizer's padded batch, with and without padding in the batch."""
+    import torch
+
+    tok, model = probe.load_encoder(tiny_bert)
+    assert probe._is_bert(model)
+    for sents in (["The city is nice.", "my very blue dog is mean", "the dog . , is nice very mean"],
+                  ["the city is nice", "the city is mean"]):
+        ref = tok(sents, padding=True, return_tensors="pt")
+        enc = tok(sents, return_token_type_ids=True)
+        mine = probe._padded(enc["input_ids"], enc["token_type_ids"], tok.pad_token_id, "right")
+        for key in ("input_ids", "token_type_ids", "attention_mask"):
+            assert torch.equal(mine[key], ref[key]), key
+        with torch.inference_mode():
+            whole = torch.stack([h[:, 0] for h in model(**ref, output_hidden_states=True).hidden_states], 1)
+            mine_cls, whole = probe._bert_cls(model, mine).numpy(), whole.numpy()
+            # every layer but the last bit for bit; the last to float32 rounding (its GEMMs have
+            # fewer rows, which may select another kernel: exact on the chapter's batches)
+            np.testing.assert_array_equal(mine_cls[:, :-1], whole[:, :-1])
+            np.testing.assert_allclose(mine_cls, whole, rtol=0, atol=1e-6 * np.abs(whole).max())
+            assert not np.allclose(mine_cls[:, -1], whole[:, -2], atol=1e-3)
+    # cls_states: the BERT path equals the whole-model path, on one thread or two
+    sents = ["The city is nice.", "my very blue dog is mean", "the dog is nice", "very mean", "my city"]
+    fast = probe.cls_states(sents, tok, model, batch_size=2, num_threads=2)
+    np.testing.assert_array_equal(probe.cls_states(sents, tok, model, batch_size=2, num_threads=1), fast)
+    # a batch in chunks padded to the batch's width: the states of the batch run whole
+    monkeypatch.setattr(probe, "_CHUNK", 1)
+    chunked = probe.cls_states(sents, tok, model, batch_size=2, num_threads=2)
+    np.testing.assert_array_equal(chunked[:, :-1], fast[:, :-1])
+    np.testing.assert_allclose(chunked, fast, rtol=0, atol=1e-6 * np.abs(fast).max())
+    monkeypatch.setattr(probe, "_is_bert", lambda model: False)
+    whole = probe.cls_states(sents, tok, model, batch_size=2)
+    np.testing.assert_array_equal(whole[:, :-1], fast[:, :-1])
+    np.testing.assert_allclose(whole, fast, rtol=0, atol=1e-6 * np.abs(whole).max())
+
+
 def test_fingerprint_tracks_the_weights(tiny_bert, tmp_path):
     import shutil
 
@@ -220,6 +257,11 @@ def test_probe_accuracies_on_synthetic_states():
     shifted = probe.probe_accuracies({"train": x, "test": moved}, {"train": y, "test": y})
     assert shifted["accuracy"][1, 1] == pytest.approx(0.5)
     assert shifted["auc"][1, 1] > 0.99
+    from threadpoolctl import threadpool_info
+    blas = lambda: [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    before = blas()
+    probe.probe_accuracies(states, labels)
+    assert blas() == before, "the BLAS thread count is restored"
     with pytest.raises(ValueError, match="train"):
         probe.probe_accuracies(states, labels, train="nope")
     with pytest.raises(ValueError, match="C"):
