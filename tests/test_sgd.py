@@ -76,20 +76,29 @@ def test_train_one_erf_head_is_sgd_full_sampler(small):
 
 
 def test_train_step_is_definition_1_head_by_head(small):
-    """One step from given starts equals the projected step of Definition 1 applied to each head, with
-    the gradient of the batch that fresh_draws gives for step 0 of the run's stream; heads stay unit."""
+    """Two steps from given starts equal the projected step of Definition 1 applied to each head, with
+    the gradient of the batch that fresh_draws gives for each step of the run's stream; heads stay unit.
+    (Two steps logged at 0, 1, 2: the program of KW's two logs, which the tests below reuse.)"""
     k0, v0 = small["two"]
     ks, vs = small["ks2"], small["vs2"]
-    kw = dict(KW, steps=1, log_every=1, alpha=0.3)
+    kw = dict(KW, steps=2, log_every=1, alpha=0.3)
     out = S.train(jax.random.key(55), k0, v0, ks, vs, **kw)
     _, streams = S.batch_keys(jax.random.key(55), 3)
-    X, y, _ = task.assemble(S.fresh_draws(streams[1], 0, batch=4, L=4, d=8, n_loc=2), ks, vs, gamma=GAMMA, eps=0.1)
-    loss = lambda k, v: jnp.mean(jnp.square(y - S.model(predictors.attention_erf, X, k, v, 0.8)))
-    gk, gv = jax.grad(loss, argnums=(0, 1))(k0[1], v0[1])
-    for h in range(2):
-        k1, v1 = P.projected_step(k0[1, h], v0[1, h], gk[h], gv[h], 0.3)
-        np.testing.assert_allclose(out.k[1, h], k1, atol=1e-14)
-        np.testing.assert_allclose(out.v[1, h], v1, atol=1e-14)
+
+    @jax.jit
+    def by_hand(k, v):  # Definition 1 written out, head by head, step by step (one program)
+        for t in range(2):
+            X, y, _ = task.assemble(S.fresh_draws(streams[1], t, batch=4, L=4, d=8, n_loc=2), ks, vs,
+                                    gamma=GAMMA, eps=0.1)
+            loss = lambda a, b: jnp.mean(jnp.square(y - S.model(predictors.attention_erf, X, a, b, 0.8)))
+            gk, gv = jax.grad(loss, argnums=(0, 1))(k, v)
+            k, v = (jnp.stack(x) for x in zip(*(P.projected_step(k[h], v[h], gk[h], gv[h], 0.3) for h in range(2))))
+        return k, v
+
+    k2, v2 = by_hand(k0[1], v0[1])
+    np.testing.assert_allclose(out.k[1], k2, atol=1e-14)
+    np.testing.assert_allclose(out.v[1], v2, atol=1e-14)
+    assert np.max(np.abs(out.k[1] - k0[1])) > 1e-2  # the heads moved
     np.testing.assert_allclose(np.linalg.norm(out.k, axis=-1), 1.0, atol=1e-14)
 
 
