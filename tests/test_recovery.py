@@ -91,7 +91,16 @@ def test_overlap_flow_is_the_small_step_limit_of_one_pgd_step():
         RC.DimensionConfig(method="euler").validate()
 
 
-def test_flow_is_the_trajectory_of_pgd_at_small_steps():
+@pytest.fixture
+def flow_block_32(monkeypatch):
+    """flow_overlaps pads its runs to a multiple of RC._FLOW_BLOCK (256: one compilation for every
+    sweep of the chapter); the tests below solve 4 to 32 runs, so a block of 32 evaluates the field
+    and its Jacobian on 8 to 64 times fewer rows. Each run is its own row of a vmap (the padding
+    rows are dropped), so the solution does not depend on the block."""
+    monkeypatch.setattr(RC, "_FLOW_BLOCK", 32)
+
+
+def test_flow_is_the_trajectory_of_pgd_at_small_steps(flow_block_32):
     # exact PGD converges to the flow at rate O(alpha): the gap shrinks tenfold with alpha
     d = 316
     o = RC.sphere_overlaps(jax.random.fold_in(jax.random.key(0), d), d, 4)
@@ -115,7 +124,7 @@ def _passage(data, ds, time_d):
     return out
 
 
-def test_flow_first_passage_matches_pgd_at_the_chapter_step():
+def test_flow_first_passage_matches_pgd_at_the_chapter_step(flow_block_32):
     # alpha = 1.6 / d: the same runs recover, to the same end points, within one log (0.2 in tau);
     # the flow at a wrong lam (ell = 2.4) or a wrong d (x 2) from the same starts does not
     ds = (316, 1000)
