@@ -21,6 +21,9 @@ third of this suite's compilation) compile in half the time rolled (measured 2.8
 The steps are the same either way; the tests ``test_chapters_unrolling_is_the_rolled_loop`` (in
 ``test_sgd.py`` and ``test_pgd.py``) run the chapters' unrolling and check it against the rolled
 loop. ``SLR_TEST_UNROLL=1`` keeps the chapters' unrolling everywhere.
+
+Where a test's time goes: ``-p tests.jax_profile`` (``tests/jax_profile.py``) writes each test's CPU
+seconds, its XLA compilation, tracing and lowering seconds and the number of programs it compiled.
 """
 import os
 from pathlib import Path
