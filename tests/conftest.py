@@ -21,6 +21,9 @@ third of this suite's compilation) compile in half the time rolled (measured 2.8
 The steps are the same either way; the tests ``test_chapters_unrolling_is_the_rolled_loop`` (in
 ``test_sgd.py`` and ``test_pgd.py``) run the chapters' unrolling and check it against the rolled
 loop. ``SLR_TEST_UNROLL=1`` keeps the chapters' unrolling everywhere.
+
+Where a test's time goes: ``-p tests.jax_profile`` (``tests/jax_profile.py``) writes each test's CPU
+seconds, its XLA compilation, tracing and lowering seconds and the number of programs it compiled.
 """
 import os
 from pathlib import Path
@@ -84,17 +87,16 @@ def result_cache(tmp_path, monkeypatch):
 # Under `-n N --dist loadfile` a worker takes the next file when it is done with one: starting with the
 # costliest files keeps the workers busy to the end instead of leaving one of them alone with a large file
 # (longest-processing-time first). The order is the files' CPU seconds in a cold run of the suite
-# (empty compilation cache, 2 workers; measured 2026-11-25: test_sgd.py 44 s ... test_tuning.py 2 s);
+# (empty compilation cache, 2 workers; measured 2026-11-26: test_sgd.py 39 s ... test_tuning.py 2 s);
 # test_nbval_cache.py and test_probe.py wait on a subprocess or on imports (little CPU, long wall), so they
 # start early, while the other worker computes. A file not listed (under 2 s) comes last. xdist keeps this
 # order only with `--no-loadscope-reorder` (pyproject.toml): by default it sorts files by their number of tests.
-_COSTLIEST_FIRST = ("test_sgd.py", "test_reduced.py", "test_transformer.py", "test_baselines.py", "test_risk.py",
-                    "test_recovery.py", "test_pgd.py", "test_nbval_cache.py", "test_experiments.py",
-                    "test_appendix_f.py", "test_probe.py", "test_montecarlo.py", "test_multihead.py",
-                    "test_manifold.py", "test_task.py", "test_reduced_projections.py", "test_predictors.py",
-                    "test_icl.py", "test_gaussian.py", "test_landscape.py", "test_validation.py",
-                    "test_icl_check.py", "test_plotting.py", "test_exercises.py", "test_cache.py",
-                    "test_tuning.py")
+_COSTLIEST_FIRST = ("test_sgd.py", "test_transformer.py", "test_reduced.py", "test_risk.py", "test_baselines.py",
+                    "test_pgd.py", "test_nbval_cache.py", "test_recovery.py", "test_experiments.py", "test_icl.py",
+                    "test_appendix_f.py", "test_probe.py", "test_montecarlo.py", "test_task.py", "test_manifold.py",
+                    "test_predictors.py", "test_reduced_projections.py", "test_multihead.py", "test_gaussian.py",
+                    "test_landscape.py", "test_icl_check.py", "test_validation.py", "test_plotting.py",
+                    "test_exercises.py", "test_cache.py", "test_tuning.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -39,11 +39,15 @@ def _on_m_point(ks, vs, kappa, nu):
     return kappa * ks + math.sqrt(1 - kappa ** 2) * u, nu * vs + math.sqrt(1 - nu ** 2) * w
 
 
+@jax.jit
+def _on_m_hessian_jit(x, lam, d):  # one compiled program for every point (not one per eager operation)
+    f = lambda x: closed_form(x[0], x[1], 0.0, 0.0, 0.0, lam, GAMMA, d, 10, 0.0)
+    return jax.hessian(f)(x), jax.grad(f)(x)
+
+
 def _on_m_hessian(kappa, nu, lam=0.1, d=400.0):
     """Hessian of the risk on M in (kappa, nu), and its gradient, by jax (Lemma 6 = Prop. 15 on M)."""
-    f = lambda x: closed_form(x[0], x[1], 0.0, 0.0, 0.0, lam, GAMMA, d, 10, 0.0)
-    x = jnp.asarray([kappa, nu])
-    return np.asarray(jax.hessian(f)(x)), np.asarray(jax.grad(f)(x))
+    return tuple(np.asarray(a) for a in _on_m_hessian_jit(jnp.asarray([kappa, nu]), lam, d))
 
 
 def test_fixed_points_props_9_10():
@@ -160,7 +164,8 @@ def test_closed_form_gradients_match_automatic_differentiation():
     K, N = np.meshgrid(np.linspace(-1, 1, 9), np.linspace(-1, 1, 9))
     kw = dict(lam=0.3, gamma=math.sqrt(0.5), d=50, L=5)
     gk, gn = M.gradients(K, N, **kw)
-    ad = jax.vmap(jax.grad(lambda a, b: risk_fn(a, b, 0.0, 0.0, 0.0, **kw), argnums=(0, 1)))(K.ravel(), N.ravel())
+    ad = jax.jit(jax.vmap(jax.grad(lambda a, b: risk_fn(a, b, 0.0, 0.0, 0.0, **kw), argnums=(0, 1))))(K.ravel(),
+                                                                                                    N.ravel())
     assert np.allclose(gk.ravel(), ad[0], atol=1e-13) and np.allclose(gn.ravel(), ad[1], atol=1e-13)
     with pytest.raises(ValueError, match="kappa"):
         M.gradients(1.5, 0.0, **kw)

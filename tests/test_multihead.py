@@ -8,20 +8,23 @@ import pytest
 
 from slr import multihead as M, task
 
-SMALL = dataclasses.replace(M.SHORT_SCHEDULE, d=20, steps=2000, log_every=1000, repeats=2, n_test=500, alpha=5e-3)
+# 1000 steps: the excess risk falls to 0.06 and 0.04 of its start there (seed 0; 0.056 and 0.038 after
+# 2000 steps), far below the 0.7 that test_short_training_lowers_the_risk asks
+SMALL = dataclasses.replace(M.SHORT_SCHEDULE, d=20, steps=1000, log_every=500, repeats=2, n_test=500, alpha=5e-3)
 
 
 def test_short_training_lowers_the_risk():
     out = M.train(SMALL)
     assert out.excess_risk.shape == (2, 3) and out.kappa.shape == (2, 3, 2, 2) and out.k.shape == (2, 2, 20)
     assert np.all(out.excess_risk[:, -1] < 0.7 * out.excess_risk[:, 0])
-    # lambda_t = 2 / (1 + 3e-4 min(t, 10000)) at the logged steps 0, 1000, 2000 (the short schedule)
-    np.testing.assert_allclose(out.lam, [2.0, 2 / 1.3, 2 / 1.6])
+    # lambda_t = 2 / (1 + 3e-4 min(t, 10000)) at the logged steps 0, 500, 1000 (the short schedule)
+    np.testing.assert_allclose(out.lam, [2.0, 2 / 1.15, 2 / 1.3])
 
 
 def test_given_oracles_one_per_run():
+    # only the start is read: 2 steps logged at 0, 1, 2 (the shapes of SMALL's three logs) instead of 1000
     ks, vs = task.oracle_at_angle(jax.random.key(1), 20, np.deg2rad([90.0, 30.0]))
-    out = M.train(SMALL, oracles=(ks, vs))
+    out = M.train(dataclasses.replace(SMALL, steps=2, log_every=1), oracles=(ks, vs))
     # the logged overlaps are against the given oracles: the start is random, |kappa| ~ 1/sqrt(d)
     assert out.kappa.shape == (2, 3, 2, 2) and np.all(np.abs(out.kappa[:, 0]) < 4 / math.sqrt(20))
 

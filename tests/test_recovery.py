@@ -76,11 +76,13 @@ def test_temperature_map_is_exact_pgd_and_validates():
 def test_overlap_flow_is_the_small_step_limit_of_one_pgd_step():
     from slr.overlaps import NAMES
     from slr.pgd import pgd_overlaps
-    o = np.array(RC.sphere_overlaps(jax.random.key(1), 50, 3))
+    o = np.array(RC.sphere_overlaps(jax.random.key(1), 50, 4))
     a = 1e-7
-    for i in range(3):
-        tr = pgd_overlaps(o[:, i:i + 1], lam0=0.3, alpha=a, d=50.0, steps=1, gamma=G, L=10, log_every=1)
-        fd = (np.array([getattr(tr, f)[0, -1] for f in NAMES]) - o[:, i]) / a
+    # the 4 starts in one run of 4 logged steps (the compiled program of the temperature map above: 4 runs,
+    # 4 logs); the first step of each is read
+    tr = pgd_overlaps(o, lam0=0.3, alpha=a, d=50.0, steps=4, gamma=G, L=10, log_every=1)
+    for i in range(4):
+        fd = (np.array([getattr(tr, f)[i, 1] for f in NAMES]) - o[:, i]) / a
         flow = RC.overlap_flow(o[:, i], lam=0.3, d=50.0, gamma=G, L=10)
         assert np.allclose(fd, flow, rtol=1e-4, atol=1e-5), (fd, flow)
     with pytest.raises(ValueError, match="lam"):
@@ -91,7 +93,16 @@ def test_overlap_flow_is_the_small_step_limit_of_one_pgd_step():
         RC.DimensionConfig(method="euler").validate()
 
 
-def test_flow_is_the_trajectory_of_pgd_at_small_steps():
+@pytest.fixture
+def flow_block_32(monkeypatch):
+    """flow_overlaps pads its runs to a multiple of RC._FLOW_BLOCK (256: one compilation for every
+    sweep of the chapter); the tests below solve 4 to 32 runs, so a block of 32 evaluates the field
+    and its Jacobian on 8 to 64 times fewer rows. Each run is its own row of a vmap (the padding
+    rows are dropped), so the solution does not depend on the block."""
+    monkeypatch.setattr(RC, "_FLOW_BLOCK", 32)
+
+
+def test_flow_is_the_trajectory_of_pgd_at_small_steps(flow_block_32):
     # exact PGD converges to the flow at rate O(alpha): the gap shrinks tenfold with alpha
     d = 316
     o = RC.sphere_overlaps(jax.random.fold_in(jax.random.key(0), d), d, 4)
@@ -115,7 +126,7 @@ def _passage(data, ds, time_d):
     return out
 
 
-def test_flow_first_passage_matches_pgd_at_the_chapter_step():
+def test_flow_first_passage_matches_pgd_at_the_chapter_step(flow_block_32):
     # alpha = 1.6 / d: the same runs recover, to the same end points, within one log (0.2 in tau);
     # the flow at a wrong lam (ell = 2.4) or a wrong d (x 2) from the same starts does not
     ds = (316, 1000)
@@ -135,14 +146,15 @@ def test_flow_first_passage_matches_pgd_at_the_chapter_step():
 
     assert sum(np.isfinite(t).sum() for t, _ in _passage(pg, ds, pg["time_d"])) >= 4
     assert gap(fl, fl["time_d"]) <= 0.21
-    for ell, scale in ((2.4, 1.0), (2.0, 2.0)):
-        wrong = {}
-        for i, d in enumerate(ds):
-            o = RC.sphere_overlaps(jax.random.fold_in(jax.random.key(0), d), d, 8)
-            r = RC.flow_overlaps(o, lam=ell / math.sqrt(d), d=scale * d, horizon=40.0, n_logs=200,
-                                 gamma=G, L=10)
-            for k, v in r.items():
-                wrong.setdefault(k, []).append(v)
-        wrong = {k: np.stack(v) for k, v in wrong.items()}
+    # the two wrong flows of both d from the same starts, in one solver call (its runs are independent
+    # systems; one call instead of four: a quarter of the field evaluations)
+    cases, starts = ((2.4, 1.0), (2.0, 2.0)), [RC.sphere_overlaps(jax.random.fold_in(jax.random.key(0), d), d, 8)
+                                               for d in ds]
+    o = np.concatenate([np.stack(s) for _ in cases for s in starts], axis=1)
+    lam, dd = (np.repeat([f(ell, scale, d) for ell, scale in cases for d in ds], 8)
+               for f in (lambda ell, scale, d: ell / math.sqrt(d), lambda ell, scale, d: scale * d))
+    r = RC.flow_overlaps(tuple(o), lam=lam, d=dd, horizon=40.0, n_logs=200, gamma=G, L=10)
+    for c, (ell, scale) in enumerate(cases):
+        wrong = {k: v.reshape(len(cases), len(ds), 8, -1)[c] for k, v in r.items() if k != "time"}
         wrong["lam"] = pg["lam"]
         assert gap(wrong, np.broadcast_to(fl["time"], fl["time_d"].shape)) > 0.5, (ell, scale)

@@ -1,5 +1,6 @@
 """slr.reduced: the exact-in-law reduced sampler of stochastic PGD (one erf head, one location)."""
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -109,14 +110,11 @@ def _two_heads(d, seed):
     return ks, vs, k / jnp.linalg.norm(k, axis=1, keepdims=True), v / jnp.linalg.norm(v, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("shared", [False, True])
-def test_multi_deterministic_parts_agree_with_the_full_draw(shared):
-    """On one full draw (informative tokens at positions 0, 1), the frame coordinates give the labels,
-    the in-span gradients, and the out-of-span gradients sum_bl coef_bl (I - P) X_bl, to 1e-12."""
+@partial(jax.jit, static_argnums=0)
+def _multi_deterministic_parts(shared, ks, vs, k, v):
+    """The arrays that test_multi_deterministic_parts_agree_with_the_full_draw compares (one program)."""
     d, L, B, lam, eps = 12, 5, 3, 0.7, 0.1
-    ks, vs, k, v = _two_heads(d, 60)
     Q = RD.frame(jnp.concatenate([ks, vs, k, v]))
-    np.testing.assert_allclose(Q @ Q.T, np.eye(8), atol=1e-13)
     Z, _, G, xi = task.draws(jax.random.key(61), B, L=L, d=d, H=2)
     G = jnp.broadcast_to(G[:, :1], G.shape) if shared else G
     X, y, _ = task.assemble((Z, jnp.tile(jnp.arange(2), (B, 1)), G, xi), ks, vs, gamma=GAMMA, eps=eps)
@@ -126,17 +124,31 @@ def test_multi_deterministic_parts_agree_with_the_full_draw(shared):
     Gc = (X @ Q.T - jnp.zeros((B, L, 8)).at[:, :2].set(math.sqrt(d / 2) * ks @ Q.T)) \
         / jnp.where(jnp.arange(L) < 2, GAMMA, 1.0)[:, None]
     C, sig, y2 = RD.multi_coordinates(Q, ks, vs, Gc, xi, GAMMA, eps)
-    np.testing.assert_allclose(C, X @ Q.T, atol=1e-12)
-    np.testing.assert_allclose(y2, y, atol=1e-12)
     gki, gvi, coef = RD.multi_in_span(Q, C, y, k, v, lam)
     P_ = Q.T @ Q
-    np.testing.assert_allclose(gki, gk @ P_, atol=1e-12)
-    np.testing.assert_allclose(gvi, gv @ P_, atol=1e-12)
     out = jnp.einsum("blh,bld->hd", coef, X - X @ P_)
-    np.testing.assert_allclose(out[:2], gk - gk @ P_, atol=1e-12)
-    np.testing.assert_allclose(out[2:], gv - gv @ P_, atol=1e-12)
+    return dict(Q=Q, X=X, y=y, gk=gk, gv=gv, C=C, y2=y2, gki=gki, gvi=gvi, P_=P_, out=out)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_multi_deterministic_parts_agree_with_the_full_draw(shared):
+    """On one full draw (informative tokens at positions 0, 1), the frame coordinates give the labels,
+    the in-span gradients, and the out-of-span gradients sum_bl coef_bl (I - P) X_bl, to 1e-12.
+    (Computed in one jitted program, compared here in NumPy.)"""
+    d, B = 12, 3
+    ks, vs, k, v = _two_heads(d, 60)
+    r = {name: np.asarray(a) for name, a in _multi_deterministic_parts(shared, ks, vs, k, v).items()}
+    Q, X, P_, gk, gv = r["Q"], r["X"], r["P_"], r["gk"], r["gv"]
+    np.testing.assert_allclose(Q @ Q.T, np.eye(8), atol=1e-13)
+    np.testing.assert_allclose(r["C"], X @ Q.T, atol=1e-12)
+    np.testing.assert_allclose(r["y2"], r["y"], atol=1e-12)
+    np.testing.assert_allclose(r["gki"], gk @ P_, atol=1e-12)
+    np.testing.assert_allclose(r["gvi"], gv @ P_, atol=1e-12)
+    np.testing.assert_allclose(r["out"][:2], gk - gk @ P_, atol=1e-12)
+    np.testing.assert_allclose(r["out"][2:], gv - gv @ P_, atol=1e-12)
     if shared:  # the two informative tokens share their noise, in and out of the span
-        np.testing.assert_allclose(X[:, 0] - X[:, 1], np.broadcast_to(math.sqrt(d / 2) * (ks[0] - ks[1]), (B, d)),
+        np.testing.assert_allclose(X[:, 0] - X[:, 1],
+                                   np.broadcast_to(math.sqrt(d / 2) * (np.asarray(ks[0]) - np.asarray(ks[1])), (B, d)),
                                    atol=1e-12)
 
 

@@ -13,6 +13,10 @@ from slr import pgd as P, predictors, sgd as S
 GAMMA = math.sqrt(0.5)
 SETTING = dict(gamma=GAMMA, L=10)
 
+# test_sgd_decreases_excess_risk's setting (3 runs in R^20, one erf head, L = 2, batch 5), whose reduced program
+# the unrolling test below reuses for its rolled run
+DECREASE = dict(lam=0.3, alpha=5e-2, batch=5, gamma=GAMMA, L=2, eps=0.1, n_test=500)
+
 
 @pytest.fixture(scope="module")
 def oracle400():
@@ -22,8 +26,7 @@ def oracle400():
 def test_sgd_decreases_excess_risk():
     ks, vs = task.sample_oracle(jax.random.key(10), 20)
     k0, v0 = P.init_sphere(jax.random.key(11), 20, 3)
-    tr = S.sgd(jax.random.key(12), k0, v0, ks, vs, lam=0.3, alpha=5e-2, steps=3000, batch=5,
-               gamma=GAMMA, L=2, eps=0.1, log_every=600, n_test=500)
+    tr = S.sgd(jax.random.key(12), k0, v0, ks, vs, steps=3000, log_every=600, **DECREASE)
     assert tr.excess_risk.shape == tr.excess_risk_closed.shape == (3, 6)
     assert np.median(tr.excess_risk[:, -1]) < 0.5 * np.median(tr.excess_risk[:, 0])
     assert np.median(tr.excess_risk_closed[:, -1]) < 0.5 * np.median(tr.excess_risk_closed[:, 0])
@@ -76,20 +79,29 @@ def test_train_one_erf_head_is_sgd_full_sampler(small):
 
 
 def test_train_step_is_definition_1_head_by_head(small):
-    """One step from given starts equals the projected step of Definition 1 applied to each head, with
-    the gradient of the batch that fresh_draws gives for step 0 of the run's stream; heads stay unit."""
+    """Two steps from given starts equal the projected step of Definition 1 applied to each head, with
+    the gradient of the batch that fresh_draws gives for each step of the run's stream; heads stay unit.
+    (Two steps logged at 0, 1, 2: the program of KW's two logs, which the tests below reuse.)"""
     k0, v0 = small["two"]
     ks, vs = small["ks2"], small["vs2"]
-    kw = dict(KW, steps=1, log_every=1, alpha=0.3)
+    kw = dict(KW, steps=2, log_every=1, alpha=0.3)
     out = S.train(jax.random.key(55), k0, v0, ks, vs, **kw)
     _, streams = S.batch_keys(jax.random.key(55), 3)
-    X, y, _ = task.assemble(S.fresh_draws(streams[1], 0, batch=4, L=4, d=8, n_loc=2), ks, vs, gamma=GAMMA, eps=0.1)
-    loss = lambda k, v: jnp.mean(jnp.square(y - S.model(predictors.attention_erf, X, k, v, 0.8)))
-    gk, gv = jax.grad(loss, argnums=(0, 1))(k0[1], v0[1])
-    for h in range(2):
-        k1, v1 = P.projected_step(k0[1, h], v0[1, h], gk[h], gv[h], 0.3)
-        np.testing.assert_allclose(out.k[1, h], k1, atol=1e-14)
-        np.testing.assert_allclose(out.v[1, h], v1, atol=1e-14)
+
+    @jax.jit
+    def by_hand(k, v):  # Definition 1 written out, head by head, step by step (one program)
+        for t in range(2):
+            X, y, _ = task.assemble(S.fresh_draws(streams[1], t, batch=4, L=4, d=8, n_loc=2), ks, vs,
+                                    gamma=GAMMA, eps=0.1)
+            loss = lambda a, b: jnp.mean(jnp.square(y - S.model(predictors.attention_erf, X, a, b, 0.8)))
+            gk, gv = jax.grad(loss, argnums=(0, 1))(k, v)
+            k, v = (jnp.stack(x) for x in zip(*(P.projected_step(k[h], v[h], gk[h], gv[h], 0.3) for h in range(2))))
+        return k, v
+
+    k2, v2 = by_hand(k0[1], v0[1])
+    np.testing.assert_allclose(out.k[1], k2, atol=1e-14)
+    np.testing.assert_allclose(out.v[1], v2, atol=1e-14)
+    assert np.max(np.abs(out.k[1] - k0[1])) > 1e-2  # the heads moved
     np.testing.assert_allclose(np.linalg.norm(out.k, axis=-1), 1.0, atol=1e-14)
 
 
@@ -176,21 +188,27 @@ def test_train_shape_validation(small):
 @pytest.mark.parametrize("sampler", ["full", "reduced"])
 def test_chapters_unrolling_is_the_rolled_loop(small, monkeypatch, sampler):
     """The suite rolls the step loops (conftest: half the compilation time); the chapters unroll them
-    (slr.sgd._UNROLL = 4): the same iterates. Two chunks of 61 steps (the chunk length is traced: the
-    full sampler's rolled program is KW's) run the unrolled loop and its remainder (full), the 50-step
-    noise block and the rest (reduced). The compiled programs differ, so they may round differently
-    (measured: 3e-13 on kappa after 122 steps); a step that read another step's batch or skipped one
-    would change the iterates by ~1e-1."""
+    (slr.sgd._UNROLL = 4): the same iterates. Chunks of 61 steps (the chunk length is traced, so the
+    rolled programs are those of the tests above: KW's two logs for the full sampler, the five logs of
+    test_sgd_decreases_excess_risk for the reduced one) run the unrolled loop and its remainder (full),
+    the 50-step noise block and the rest (reduced). The compiled programs differ, so they may round
+    differently (measured: 3e-13 on kappa after 122 steps of the full sampler, 4e-16 on every field after 305
+    of the reduced one); a step that read another step's batch or skipped one would change the iterates by ~1e-1."""
     from conftest import CHAPTER_UNROLL
     name, unroll = CHAPTER_UNROLL[S.__name__]
     assert unroll > 1
-    k0, v0 = small["one"]
-    kw = dict(KW, steps=122, log_every=61, sampler=sampler)
-    rolled = S.train(jax.random.key(64), k0, v0, small["ks"][None], small["vs"][None], **kw)
+    if sampler == "full":
+        (k0, v0), ks, vs = small["one"], small["ks"][None], small["vs"][None]
+        kw = dict(KW, steps=122, log_every=61, sampler=sampler)
+    else:
+        ks, vs = (x[None] for x in task.sample_oracle(jax.random.key(10), 20))
+        k0, v0 = (x[:, None] for x in P.init_sphere(jax.random.key(11), 20, 3))
+        kw = dict(DECREASE, steps=305, log_every=61, sampler=sampler)
+    rolled = S.train(jax.random.key(64), k0, v0, ks, vs, **kw)
     monkeypatch.setattr(S, name, unroll)
     S._core.clear_cache()  # the unrolling is read when tracing: trace again
     try:
-        unrolled = S.train(jax.random.key(64), k0, v0, small["ks"][None], small["vs"][None], **kw)
+        unrolled = S.train(jax.random.key(64), k0, v0, ks, vs, **kw)
     finally:
         S._core.clear_cache()
     for f in ("kappa", "nu", "theta", "eta", "rho", "excess_risk", "k", "v"):
