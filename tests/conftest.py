@@ -15,12 +15,14 @@ may compare against arrays computed by another process with other flags. ``SLR_T
 XLA's default optimisation (e.g. to time the chapters' configuration).
 
 For the same reason the suite traces the step loops of the trainers without unrolling them
-(``slr.sgd._UNROLL`` and ``slr.pgd.UNROLL`` set to 1 by :func:`_roll_the_step_loops`): an unrolled
-loop body is compiled once per copy, and the stochastic trainer's programs (``slr.sgd._core``, a
+(``slr.sgd._UNROLL`` and ``slr.pgd.UNROLL``, which ``slr.manifold``'s loop reads, set to 1 by
+:func:`_roll_the_step_loops`; exact PGD itself compiles one copy of its step in the chapters too): an
+unrolled loop body is compiled once per copy, and the stochastic trainer's programs (``slr.sgd._core``, a
 third of this suite's compilation) compile in half the time rolled (measured 2.8 s -> 1.3 s each).
-The steps are the same either way; the tests ``test_chapters_unrolling_is_the_rolled_loop`` (in
-``test_sgd.py`` and ``test_pgd.py``) run the chapters' unrolling and check it against the rolled
-loop. ``SLR_TEST_UNROLL=1`` keeps the chapters' unrolling everywhere.
+The steps are the same either way: ``test_chapters_unrolling_is_the_rolled_loop`` (``test_sgd.py``) runs
+the chapters' unrolling of the trainer and checks it against the rolled loop, and
+``test_one_copy_loop_is_run_chunks`` (``test_pgd.py``) checks exact PGD's loop against the unrolled
+``slr._loop.run_chunks``. ``SLR_TEST_UNROLL=1`` keeps the chapters' unrolling everywhere.
 
 Where a test's time goes: ``-p tests.jax_profile`` (``tests/jax_profile.py``) writes each test's CPU
 seconds, its XLA compilation, tracing and lowering seconds and the number of programs it compiled.
