@@ -44,7 +44,6 @@ def test_tuning_picks_each_models_best_step_of_its_grid():
     best = (cfg.lrs_attention[int(np.argmin(att[-1]))], cfg.lrs_mlp[int(np.argmin(mlp[-1]))])
     assert AF._tune(cfg, 3, lam) == best
     assert best != (cfg.lrs_attention[0], cfg.lrs_mlp[0])  # not the first of each grid by default
-    print(att[-1], mlp[-1])
 
 
 def test_joint_training_is_each_model_trained_alone():
