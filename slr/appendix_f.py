@@ -124,20 +124,26 @@ def _pair(cfg, L, seed, alphas, lrs, lam):
     return np.asarray(att), np.asarray(mlp), overlaps(K[-1], V[-1], k_star, v_star), baselines.n_params(params)
 
 
-def _one_L(cfg, L, seed):
-    """:func:`diag_mlp_comparison` at one L: step sizes tuned on ``cfg.tune_seed``, then the seeds."""
-    eps2 = cfg.eps ** 2
-    lam, oracle = best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps)
-    tune_a, tune_m, _, _ = _pair(cfg, L, cfg.tune_seed, cfg.lrs_attention, cfg.lrs_mlp, lam)
-    lr_a = cfg.lrs_attention[int(np.argmin(tune_a[-1] - eps2))]
-    lr_m = cfg.lrs_mlp[int(np.argmin(tune_m[-1] - eps2))]
-    runs = [_pair(cfg, L, seed + s, (lr_a,), (lr_m,), lam) for s in range(cfg.seeds)]
+def _tune(cfg, L, lam):
+    """The step sizes of :func:`diag_mlp_comparison` at one L: the grids' pairs (``lrs_attention[i]``,
+    ``lrs_mlp[i]``, the shorter grid padded with its last value) trained on the tuning seed one pair per
+    run, with the program of the evaluation seeds (one model of each kind: one compilation per L, not
+    two), then each model's best final test error. Returns (lr_att, lr_mlp)."""
+    eps2, A, M = cfg.eps ** 2, len(cfg.lrs_attention), len(cfg.lrs_mlp)
+    runs = [_pair(cfg, L, cfg.tune_seed, (cfg.lrs_attention[min(i, A - 1)],), (cfg.lrs_mlp[min(i, M - 1)],), lam)
+            for i in range(max(A, M))]
+    return (cfg.lrs_attention[int(np.argmin([a[-1, 0] - eps2 for a, _, _, _ in runs[:A]]))],
+            cfg.lrs_mlp[int(np.argmin([m[-1, 0] - eps2 for _, m, _, _ in runs[:M]]))])
+
+
+def _collect(cfg, L, lam, oracle, lrs, runs):
+    """The outputs of :func:`diag_mlp_comparison` at one L from its evaluation runs."""
     out = {"att_mse": [a[:, 0] for a, _, _, _ in runs], "mlp_mse": [m[:, 0] for _, m, _, _ in runs],
            "att_exact": [float(R.closed_form(*(x[0] for x in o), lam, cfg.gamma, float(cfg.d), float(L), cfg.eps))
                          for _, _, o, _ in runs]}
     for i, f in enumerate(("kappa", "nu", "theta", "eta")):
         out[f] = [float(o[i][0]) for _, _, o, _ in runs]
-    return {**out, "n_mlp": runs[0][3], "lr_att": lr_a, "lr_mlp": lr_m, "lam": lam, "oracle": oracle,
+    return {**out, "n_mlp": runs[0][3], "lr_att": lrs[0], "lr_mlp": lrs[1], "lam": lam, "oracle": oracle,
             "linear": R.linear_risk(gamma=cfg.gamma, L=L, eps=cfg.eps)}
 
 
@@ -146,8 +152,13 @@ def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
     (seed, ..., seed + seeds - 1; axis 1) the test mean squared errors ``att_mse``, ``mlp_mse`` at the
     logged ``step`` (axis 2), the closed-form risk of the learnt (k, v) ``att_exact``, its ``kappa``,
     ``nu``, ``theta``, ``eta``; per L the ``lam`` used, the ``oracle`` and best ``linear`` risks, ``n_mlp`` parameters."""
-    with ThreadPoolExecutor(max_workers=2) as pool:  # the Ls on both cores: independent programs
-        per_L = list(pool.map(lambda L: _one_L(cfg, L, seed), cfg.Ls))
+    best = {L: best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps) for L in cfg.Ls}
+    with ThreadPoolExecutor(max_workers=2) as pool:  # both cores: the Ls' tunings, then every seed
+        tuned = {L: pool.submit(_tune, cfg, L, best[L][0]) for L in cfg.Ls}
+        runs = {L: [pool.submit(lambda L, s: _pair(cfg, L, seed + s, *((x,) for x in tuned[L].result()),
+                                                   best[L][0]), L, s) for s in range(cfg.seeds)]
+                for L in cfg.Ls}  # an evaluation waits for its L's tuning, which started before it
+        per_L = [_collect(cfg, L, *best[L], tuned[L].result(), [r.result() for r in runs[L]]) for L in cfg.Ls]
     out = {k: [r[k] for r in per_L] for k in per_L[0]}
     out["step"] = _loop.log_steps(cfg.steps, cfg.steps // cfg.n_eval)
     return {k: np.asarray(v, dtype=float) for k, v in out.items()}

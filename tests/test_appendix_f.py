@@ -33,6 +33,19 @@ def test_diag_mlp_comparison_small():
         AF.DiagMLPConfig(Ls=(0,)).validate()
 
 
+def test_tuning_picks_each_models_best_step_of_its_grid():
+    """_tune trains the grids' pairs one run each (the shorter grid padded with its last value) and picks
+    per model the step size of the smallest final test error: the choice of one run of every step size
+    of both grids on the tuning seed's batches."""
+    cfg = AF.DiagMLPConfig(d=8, Ls=(3,), steps=20, batch=8, width=2, lrs_attention=(0.01, 0.3),
+                           lrs_mlp=(1e-3, 3e-2, 1e-1), n_test=50, n_eval=2).validate()
+    lam = 0.3
+    att, mlp, _, _ = AF._pair(cfg, 3, cfg.tune_seed, cfg.lrs_attention, cfg.lrs_mlp, lam)
+    best = (cfg.lrs_attention[int(np.argmin(att[-1]))], cfg.lrs_mlp[int(np.argmin(mlp[-1]))])
+    assert AF._tune(cfg, 3, lam) == best
+    assert best != (cfg.lrs_attention[0], cfg.lrs_mlp[0])  # not the first of each grid by default
+
+
 def test_joint_training_is_each_model_trained_alone():
     """_pair trains every model on one draw of the batches: the numbers of sgd.train (attention) and
     baselines.train_diag_mlp (MLP) run alone on the same key, for each step size of the grids."""
