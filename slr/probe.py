@@ -138,6 +138,16 @@ def _padded(ids: Sequence[Sequence[int]], types: Sequence[Sequence[int]], pad_id
 def _is_bert(model) -> bool:
     """Whether ``model`` is a BERT-architecture encoder whose last block :func:`_bert_cls` can run on the
     [CLS] row only (BertModel and its cousins: MiniLM, all-MiniLM-L6-v2, bert-base-uncased)."""
+    try:  # the internals _bert_cls calls (transformers >= 5: blocks return a tensor, masking_utils);
+        # with an older release (Colab's may be one) the encoder runs whole, as model(**batch)
+        import transformers
+        from transformers.masking_utils import create_bidirectional_mask  # noqa: F401
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS  # noqa: F401
+        from transformers.models.bert.modeling_bert import eager_attention_forward  # noqa: F401
+        if int(transformers.__version__.split(".")[0]) < 5:
+            return False
+    except (ImportError, ValueError):
+        return False
     cfg = model.config
     layers = getattr(getattr(model, "encoder", None), "layer", None)
     return (type(model).__name__ == "BertModel" and not cfg.is_decoder and layers is not None

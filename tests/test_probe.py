@@ -186,6 +186,17 @@ def test_bert_cls_is_the_whole_model_bit_for_bit(tiny_bert, monkeypatch):
     np.testing.assert_allclose(whole, fast, rtol=0, atol=1e-6 * np.abs(whole).max())
 
 
+def test_an_older_transformers_runs_the_whole_model(tiny_bert, monkeypatch):
+    """_bert_cls calls transformers 5 internals: with an older release (e.g. a Colab's) the encoder runs
+    whole (_is_bert False), as with any other model."""
+    import transformers
+
+    _, model = probe.load_encoder(tiny_bert)
+    assert probe._is_bert(model)
+    monkeypatch.setattr(transformers, "__version__", "4.57.1")
+    assert not probe._is_bert(model)
+
+
 def test_fingerprint_tracks_the_weights(tiny_bert, tmp_path):
     import shutil
 
