@@ -19,7 +19,7 @@ the closed form only as a scalar).
   :func:`final_summary`: the final median, minimum and maximum over its runs.
 
 Both entries run one jitted engine: the steps of the chunked loop of :mod:`slr._loop` with one copy of
-the step in the compiled program (:func:`_chunks`).
+the step in the compiled program (:func:`slr._loop.run_one_copy`).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ __all__ = ["Trajectory", "InverseTime", "projected_step", "pgd", "pgd_overlaps",
            "init_manifold", "split_lam", "final_summary"]
 
 UNROLL = 2  # inner-loop unrolling of slr.manifold's loop (faster steps, longer compile); pgd's own loop
-#             runs one copy of the step (_chunks: each copy compiled costs more than it saves here)
+#             runs one copy of the step (_loop.run_one_copy: each copy compiled costs more than it saves here)
 _FIELDS = NAMES + ("excess_risk",)
 
 
@@ -142,23 +142,6 @@ def _closed_grads(k, v, ks, vs, lam, gamma, d, L, eps):
     return gka * ks + get * vs + grh * v, gnu * vs + gth * ks + grh * k
 
 
-def _chunks(body, carry, log_fn, n_logs, log_every, last):
-    """``body(carry, t) -> carry`` for steps t = 0, 1, ...: n_logs chunks of ``log_every`` steps, the last
-    one of ``last`` steps (both may be traced), logging ``log_fn(carry)`` at step 0 and after each chunk.
-    The steps of :func:`slr._loop.run_chunks` (same step indices, same arithmetic) with one copy of the
-    step in the compiled program, the remainder included: each copy costs about as much compilation as
-    it saves in running the four exact figures (measured: unrolled 2x plus a remainder loop, three
-    copies, ran 8% faster and compiled about 1 s longer)."""
-    def chunk(c, i):
-        n = jnp.where(i == n_logs - 1, last, log_every)
-        c = jax.lax.fori_loop(0, n, lambda j, cc: body(cc, i * log_every + j), c)
-        return c, log_fn(c)
-
-    first = log_fn(carry)
-    _, logs = jax.lax.scan(chunk, carry, jnp.arange(n_logs))
-    return jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a[None], b]), first, logs)
-
-
 def _pgd_single(k0, v0, ks, vs, lam0, c, alpha, d, gamma, L, eps, log_every, last, *, fn, n_logs, reduced,
                 dt):
     if reduced and k0.shape[-1] > 4:
@@ -174,7 +157,7 @@ def _pgd_single(k0, v0, ks, vs, lam0, c, alpha, d, gamma, L, eps, log_every, las
         return projected_step(k, v, gk, gv, alpha)
 
     log = lambda cr: jnp.stack(overlaps(*cr, ks, vs))
-    return _chunks(body, (k0, v0), log, n_logs, log_every, last).T  # (5, T)
+    return _loop.run_one_copy(body, (k0, v0), log, n_logs, log_every, last).T  # (5, T)
 
 
 @partial(jax.jit, static_argnames=("fn", "n_logs", "reduced", "dt", "axes"))

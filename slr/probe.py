@@ -30,6 +30,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from . import _validate, cache
+from ._threads import one_blas_thread
 from .sentences import (SENTIMENT, SENTIMENT_OOD, SET_NAMES, SET_SIZES, TEMPLATES, TEST_WORDS,  # noqa: F401
                         TRAIN_WORDS, SentenceSet, build, sentence_sets)
 
@@ -308,7 +309,6 @@ def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.n
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
     from sklearn.preprocessing import StandardScaler
-    from threadpoolctl import threadpool_limits
 
     _validate.check_positive("C", C)
     max_iter = _validate.check_int("max_iter", max_iter, 1)
@@ -318,7 +318,7 @@ def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.n
     n_layers = states[train].shape[1]
     acc, auc = np.zeros((2, n_layers, len(names)))
     converged = np.zeros(n_layers, dtype=bool)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_blas_thread():
         for layer in range(n_layers):
             x_train = states[train][:, layer, :].astype(np.float64)
             scaler = StandardScaler().fit(x_train)

@@ -22,7 +22,6 @@ fresh samples (:func:`slr.task.draws`) at every step of one jitted ``lax.scan``,
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 from functools import partial
@@ -33,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from slr._threads import one_blas_thread
 from slr._validate import check_int, check_key, check_nonneg, check_positive
 from slr.sgd import tie
 from slr.task import assemble, draws, sample_oracle_multi
@@ -123,6 +123,7 @@ def init_params(key, *, d: int, p: int, m: int, H: int = 1, dtype=jnp.float64, o
     if d % H:
         raise ValueError(f"d must be a multiple of H, got d={d!r} and H={H!r}")
     check_nonneg("q_std", q_std)
+    # sqrt(q_std ** 2): the scale of N(0, q_std^2) entries as gauss() computes it (the same bits as before)
     return _init(key, d, p, m, H, dtype, o_variance, math.sqrt(q_std ** 2) if q_std else None)
 
 
@@ -256,23 +257,6 @@ def _setup(key, q_scale, cfg: TransformerConfig):
     return params, c, k_stars, v_stars, Xt, yt
 
 
-def _one_blas_thread():
-    """OpenBLAS (the LAPACK behind ``jnp.linalg.svd`` on CPU) on one thread while training runs.
-
-    The logged :func:`key_directions` take an SVD of the 20 trained Q (80 x 80, rank one up to float32
-    round-off) of Figure 8 every ``log_every`` steps. With OpenBLAS's default threads (one per core) the
-    divide-and-conquer SVD of these nearly rank-one matrices spent 0.1 to 3 s of CPU per logged step on
-    the book's 2-core machine (most of Figure 8's time, and erratic under load), against 0.01 s on one
-    thread, with the same numbers bit for bit (checked on Figures 8 and 10). ``threadpoolctl`` comes with
-    scikit-learn (the book's extras); without it the threads are left as they are."""
-    import scipy.linalg  # noqa: F401  (loads the OpenBLAS that jaxlib's LAPACK calls, before it is limited)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
-
-
 @partial(jax.jit, static_argnums=3)
 def _train(run_keys, data_key, q_scale, cfg):
     """The runs of ``cfg`` (static: its seed and q_std unread, 0; ``q_scale`` is the std of Q's entries)."""
@@ -327,7 +311,9 @@ def train(cfg: TransformerConfig = FIGURE_8, seed=None):
     cfg = (cfg if seed is None else dataclasses.replace(cfg, seed=int(seed))).validate()
     run_key, data_key = jax.random.split(jax.random.key(cfg.seed))
     q_scale = np.asarray(math.sqrt(cfg.q_std ** 2) if cfg.q_std else 0.0, dtype=cfg.dtype)
-    with _one_blas_thread():  # seed and q_std enter as data: one program for all of them
+    # OpenBLAS on one thread (slr._threads): the SVD logged for Figure 8's nearly rank-one Q took 0.1 to 3 s
+    # of CPU per log with two threads, 0.01 s with one, the same numbers bit for bit (Figures 8 and 10)
+    with one_blas_thread():  # seed and q_std enter as data: one program for all of them
         out = jax.tree.map(np.asarray, _train(jax.random.split(run_key, cfg.repeats), data_key, q_scale,
                                               dataclasses.replace(cfg, seed=0, q_std=0.0)))
     out["steps"] = np.arange(0, cfg.steps + 1, cfg.log_every)

@@ -289,13 +289,13 @@ def test_one_copy_loop_is_run_chunks(steps, log_every):
     body = lambda c, t: c * (1.0 + 1e-3 * jnp.sin(t.astype(jnp.float64))) + jnp.cos(3.0 * t)
     log = lambda c: c
     n_chunks, rem = _loop.schedule(steps, log_every)
-    ours = jax.jit(lambda every, last: P._chunks(body, jnp.float64(0.5), log, n_chunks + (rem is not None),
-                                                 every, last))(log_every, rem or log_every)
+    ours = jax.jit(lambda every, last: _loop.run_one_copy(body, jnp.float64(0.5), log, n_chunks + (rem is not None),
+                                                         every, last))(log_every, rem or log_every)
     theirs = jax.jit(lambda every, r: _loop.run_chunks(body, jnp.float64(0.5), log, n_chunks, every,
                                                        None if rem is None else r, 2))(log_every, rem or 0)
     assert ours.shape == (len(_loop.log_steps(steps, log_every)),)
     np.testing.assert_array_equal(ours, theirs)
     # the body is not trivially invariant: a skipped step changes the carry
-    skipped = jax.jit(lambda every, last: P._chunks(body, jnp.float64(0.5), log, n_chunks + (rem is not None),
-                                                    every, last))(log_every, (rem or log_every) - 1)
+    skipped = jax.jit(lambda every, last: _loop.run_one_copy(body, jnp.float64(0.5), log, n_chunks + (rem is not None),
+                                                            every, last))(log_every, (rem or log_every) - 1)
     assert skipped[-1] != ours[-1]
