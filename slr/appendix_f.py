@@ -193,24 +193,21 @@ def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
     For each L of ``cfg.tied_Ls`` (axis 0): the tied MLP's test mean squared errors ``tied_mse`` at the logged
     steps on the first evaluation seed (seed) with ``lr_mlp``, and its ``tied_n`` parameters.
 
-    Every run is a task on two threads (both cores), submitted so that neither thread waits long: each
-    L's first tuning run (its compilation), the other tuning runs, the evaluation runs L by L from the
-    shortest, the tied MLP's before those of the longest L. A task that needs a tuning waits for it
-    (every tuning run was submitted before it)."""
+    Every run is a task on two threads (both cores), the longest first so that the two threads end
+    together: each L's first tuning run (its compilation; the longest L first), the other tuning runs,
+    the tied MLP's runs, then the evaluation runs from the longest L. A task that needs a tuning waits
+    for it (every tuning run was submitted before it)."""
     best = {L: best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps) for L in cfg.Ls}
-    Ls = sorted(cfg.Ls)
+    Ls = sorted(cfg.Ls, reverse=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
         args = {L: _tune_runs(cfg, L, best[L][0]) for L in cfg.Ls}
-        tune = {L: [pool.submit(_pair, cfg, *args[L][0])] for L in Ls[::-1]}  # the longest first
-        for L in Ls[::-1]:
+        tune = {L: [pool.submit(_pair, cfg, *args[L][0])] for L in Ls}
+        for L in Ls:
             tune[L] += [pool.submit(_pair, cfg, *a) for a in args[L][1:]]
         tuned = lambda L: _pick(cfg, [f.result() for f in tune[L]])
-        jobs, tied = {}, []
-        for L in Ls:
-            if L == Ls[-1]:
-                tied = [pool.submit(lambda L: _tied(cfg, L, seed, tuned(L)[1]), L) for L in cfg.tied_Ls]
-            jobs[L] = [pool.submit(lambda L, s: _evaluate(cfg, L, seed + s, tuned(L), best[L][0]), L, s)
-                       for s in range(cfg.seeds)]
+        tied = [pool.submit(lambda L: _tied(cfg, L, seed, tuned(L)[1]), L) for L in cfg.tied_Ls]
+        jobs = {L: [pool.submit(lambda L, s: _evaluate(cfg, L, seed + s, tuned(L), best[L][0]), L, s)
+                    for s in range(cfg.seeds)] for L in Ls}
         per_L = [_collect(cfg, L, *best[L], tuned(L), [r.result() for r in jobs[L]]) for L in cfg.Ls]
         tied = [t.result() for t in tied]
     out = {k: [r[k] for r in per_L] for k in per_L[0]}
