@@ -4,7 +4,8 @@ attention at the oracle as the sequence grows.
 
 - :func:`best_lambda`: the constant lam minimising the oracle risk (Theorem 1), by :func:`slr.tuning.erf_best`.
 - :class:`DiagMLPConfig`, :func:`diag_mlp_comparison`: the step size of each model chosen on a tuning
-  seed from a grid, then both trained on the same fresh batches for ``seeds`` evaluation seeds.
+  seed from a grid, then both trained on the same fresh batches for ``seeds`` evaluation seeds (and the
+  tied MLP of exercise ``related_ex3`` on the first one); every run a task on both cores.
 """
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ class DiagMLPConfig:
     """Attention (projected SGD on the spheres at lam = :func:`best_lambda`, :func:`slr.sgd.train`)
     against the diagonal MLP of Appendix F (Adam, :func:`slr.baselines.train_diag_mlp`), on the same
     fresh batches, at each L of ``Ls``. Each model's step size is the best of its grid on a tuning
-    seed (``tune_seed``), then ``seeds`` evaluation seeds are run with it."""
+    seed (``tune_seed``), then ``seeds`` evaluation seeds are run with it. At each L of ``tied_Ls`` (a
+    subset of ``Ls``) the tied MLP (Deep Sets, exercise ``related_ex3``) is also trained on the first
+    evaluation seed's samples with the diagonal MLP's tuned step."""
     d: int = 32
     gamma: float = math.sqrt(0.5)
     eps: float = 0.1
@@ -53,6 +56,7 @@ class DiagMLPConfig:
     tune_seed: int = 1000
     n_test: int = 4000
     n_eval: int = 15
+    tied_Ls: tuple = (20,)
 
     def validate(self) -> "DiagMLPConfig":
         for name in ("d", "steps", "batch", "width", "seeds", "n_test", "n_eval"):
@@ -60,6 +64,9 @@ class DiagMLPConfig:
         check_int("tune_seed", self.tune_seed, lo=0)
         for x in self.Ls:
             check_int("Ls", x)
+        for x in self.tied_Ls:
+            if x not in self.Ls:
+                raise ValueError(f"tied_Ls must be a subset of Ls {self.Ls!r}, got {self.tied_Ls!r}")
         for x in self.lrs_attention + self.lrs_mlp:
             check_positive("lrs", x)
         check_positive("gamma", self.gamma)
@@ -124,25 +131,56 @@ def _pair(cfg, L, seed, alphas, lrs, lam):
     return np.asarray(att), np.asarray(mlp), overlaps(K[-1], V[-1], k_star, v_star), baselines.n_params(params)
 
 
+def _tune_runs(cfg, L, lam):
+    """The tuning runs of :func:`_tune` at one L, one per pair of the grids: ``[(L, seed, alphas, lrs,
+    lam)]``, the arguments of :func:`_pair` (each run on its own: the program of the evaluation seeds)."""
+    A, M = len(cfg.lrs_attention), len(cfg.lrs_mlp)
+    return [(L, cfg.tune_seed, (cfg.lrs_attention[min(i, A - 1)],), (cfg.lrs_mlp[min(i, M - 1)],), lam)
+            for i in range(max(A, M))]
+
+
+def _pick(cfg, runs):
+    """(lr_att, lr_mlp): each model's step size of the smallest final test error over the runs of
+    :func:`_tune_runs`."""
+    eps2, A, M = cfg.eps ** 2, len(cfg.lrs_attention), len(cfg.lrs_mlp)
+    return (cfg.lrs_attention[int(np.argmin([a[-1, 0] - eps2 for a, _, _, _ in runs[:A]]))],
+            cfg.lrs_mlp[int(np.argmin([m[-1, 0] - eps2 for _, m, _, _ in runs[:M]]))])
+
+
 def _tune(cfg, L, lam):
     """The step sizes of :func:`diag_mlp_comparison` at one L: the grids' pairs (``lrs_attention[i]``,
     ``lrs_mlp[i]``, the shorter grid padded with its last value) trained on the tuning seed one pair per
     run, with the program of the evaluation seeds (one model of each kind: one compilation per L, not
     two), then each model's best final test error. Returns (lr_att, lr_mlp)."""
-    eps2, A, M = cfg.eps ** 2, len(cfg.lrs_attention), len(cfg.lrs_mlp)
-    runs = [_pair(cfg, L, cfg.tune_seed, (cfg.lrs_attention[min(i, A - 1)],), (cfg.lrs_mlp[min(i, M - 1)],), lam)
-            for i in range(max(A, M))]
-    return (cfg.lrs_attention[int(np.argmin([a[-1, 0] - eps2 for a, _, _, _ in runs[:A]]))],
-            cfg.lrs_mlp[int(np.argmin([m[-1, 0] - eps2 for _, m, _, _ in runs[:M]]))])
+    return _pick(cfg, [_pair(cfg, *args) for args in _tune_runs(cfg, L, lam)])
+
+
+def _evaluate(cfg, L, seed, lrs, lam):
+    """One evaluation run of :func:`_pair` at the tuned step sizes ``lrs``, with the closed-form risk of
+    its learnt (k, v) (Prop. 15)."""
+    att, mlp, o, n = _pair(cfg, L, seed, (lrs[0],), (lrs[1],), lam)
+    exact = float(R.closed_form(*(x[0] for x in o), lam, cfg.gamma, float(cfg.d), float(L), cfg.eps))
+    return att, mlp, o, n, exact
+
+
+def _tied(cfg, L, seed, lr):
+    """The tied MLP (:func:`slr.baselines.tied_mlp`) trained on the samples of the evaluation seed ``seed``
+    at L (its keys, oracle and batches, :func:`_pair`) with Adam at step ``lr``: (test mean squared
+    errors at the logs, number of parameters)."""
+    k_oracle, _, k_mlp, k_train = jax.random.split(jax.random.key(seed * 1000 + L), 4)
+    ks, vs = task.sample_oracle(k_oracle, cfg.d)
+    run = baselines.train_diag_mlp(k_train, k_mlp, ks, vs, L=L, gamma=cfg.gamma, eps=cfg.eps, width=cfg.width,
+                                   lr=lr, steps=cfg.steps, batch=cfg.batch, n_test=cfg.n_test,
+                                   log_every=cfg.steps // cfg.n_eval, tied=True)
+    return run["excess_risk"] + cfg.eps ** 2, run["n_params"]
 
 
 def _collect(cfg, L, lam, oracle, lrs, runs):
-    """The outputs of :func:`diag_mlp_comparison` at one L from its evaluation runs."""
-    out = {"att_mse": [a[:, 0] for a, _, _, _ in runs], "mlp_mse": [m[:, 0] for _, m, _, _ in runs],
-           "att_exact": [float(R.closed_form(*(x[0] for x in o), lam, cfg.gamma, float(cfg.d), float(L), cfg.eps))
-                         for _, _, o, _ in runs]}
+    """The outputs of :func:`diag_mlp_comparison` at one L from its evaluation runs (:func:`_evaluate`)."""
+    out = {"att_mse": [a[:, 0] for a, _, _, _, _ in runs], "mlp_mse": [m[:, 0] for _, m, _, _, _ in runs],
+           "att_exact": [e for _, _, _, _, e in runs]}
     for i, f in enumerate(("kappa", "nu", "theta", "eta")):
-        out[f] = [float(o[i][0]) for _, _, o, _ in runs]
+        out[f] = [float(o[i][0]) for _, _, o, _, _ in runs]
     return {**out, "n_mlp": runs[0][3], "lr_att": lrs[0], "lr_mlp": lrs[1], "lam": lam, "oracle": oracle,
             "linear": R.linear_risk(gamma=cfg.gamma, L=L, eps=cfg.eps)}
 
@@ -151,14 +189,31 @@ def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
     """For each L (axis 0): the tuned step sizes ``lr_att``, ``lr_mlp``; over the evaluation seeds
     (seed, ..., seed + seeds - 1; axis 1) the test mean squared errors ``att_mse``, ``mlp_mse`` at the
     logged ``step`` (axis 2), the closed-form risk of the learnt (k, v) ``att_exact``, its ``kappa``,
-    ``nu``, ``theta``, ``eta``; per L the ``lam`` used, the ``oracle`` and best ``linear`` risks, ``n_mlp`` parameters."""
+    ``nu``, ``theta``, ``eta``; per L the ``lam`` used, the ``oracle`` and best ``linear`` risks, ``n_mlp`` parameters.
+    For each L of ``cfg.tied_Ls`` (axis 0): the tied MLP's test mean squared errors ``tied_mse`` at the logged
+    steps on the first evaluation seed (seed) with ``lr_mlp``, and its ``tied_n`` parameters.
+
+    Every run is a task on two threads (both cores), the longest first so that the two threads end
+    together: each L's first tuning run (its compilation; the longest L first), the other tuning runs,
+    the tied MLP's runs, then the evaluation runs from the longest L. A task that needs a tuning waits
+    for it (every tuning run was submitted before it)."""
     best = {L: best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps) for L in cfg.Ls}
-    with ThreadPoolExecutor(max_workers=2) as pool:  # both cores: the Ls' tunings, then every seed
-        tuned = {L: pool.submit(_tune, cfg, L, best[L][0]) for L in cfg.Ls}
-        runs = {L: [pool.submit(lambda L, s: _pair(cfg, L, seed + s, *((x,) for x in tuned[L].result()),
-                                                   best[L][0]), L, s) for s in range(cfg.seeds)]
-                for L in cfg.Ls}  # an evaluation waits for its L's tuning, which started before it
-        per_L = [_collect(cfg, L, *best[L], tuned[L].result(), [r.result() for r in runs[L]]) for L in cfg.Ls]
+    Ls = sorted(cfg.Ls, reverse=True)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        args = {L: _tune_runs(cfg, L, best[L][0]) for L in cfg.Ls}
+        tune = {L: [pool.submit(_pair, cfg, *args[L][0])] for L in Ls}
+        for L in Ls:
+            tune[L] += [pool.submit(_pair, cfg, *a) for a in args[L][1:]]
+        tuned = lambda L: _pick(cfg, [f.result() for f in tune[L]])
+        tied = [pool.submit(lambda L: _tied(cfg, L, seed, tuned(L)[1]), L) for L in cfg.tied_Ls]
+        jobs = {L: [pool.submit(lambda L, s: _evaluate(cfg, L, seed + s, tuned(L), best[L][0]), L, s)
+                    for s in range(cfg.seeds)] for L in Ls}
+        per_L = [_collect(cfg, L, *best[L], tuned(L), [r.result() for r in jobs[L]]) for L in cfg.Ls]
+        tied = [t.result() for t in tied]
     out = {k: [r[k] for r in per_L] for k in per_L[0]}
     out["step"] = _loop.log_steps(cfg.steps, cfg.steps // cfg.n_eval)
-    return {k: np.asarray(v, dtype=float) for k, v in out.items()}
+    out = {k: np.asarray(v, dtype=float) for k, v in out.items()}
+    T = out["step"].size
+    out["tied_mse"] = np.asarray([m for m, _ in tied], dtype=float).reshape(len(tied), T)
+    out["tied_n"] = np.asarray([n for _, n in tied], dtype=float)
+    return out

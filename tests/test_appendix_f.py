@@ -24,13 +24,46 @@ def test_best_lambda_is_a_minimum_of_the_risk_with_noise():
 
 def test_diag_mlp_comparison_small():
     cfg = AF.DiagMLPConfig(d=8, Ls=(3,), steps=20, batch=8, width=2, lrs_attention=(0.1,), lrs_mlp=(1e-2,),
-                           seeds=2, n_test=50, n_eval=2).validate()
+                           seeds=2, n_test=50, n_eval=2, tied_Ls=()).validate()
     out = AF.diag_mlp_comparison(cfg, 0)
     assert out["att_mse"].shape == (1, 2, 3) and out["mlp_mse"].shape == (1, 2, 3)
     assert out["n_mlp"][0] == 3 * (2 * 8 + 2 * 2) + 1  # L (p d + 2 p) + 1
     assert np.all(np.isfinite(out["att_exact"]))
+    assert out["tied_mse"].shape == (0, 3) and out["tied_n"].shape == (0,)
     with pytest.raises(ValueError, match="Ls"):
         AF.DiagMLPConfig(Ls=(0,)).validate()
+    with pytest.raises(ValueError, match="tied_Ls"):
+        AF.DiagMLPConfig(Ls=(5, 20), tied_Ls=(10,)).validate()
+
+
+def test_comparison_runs_are_the_runs_alone():
+    """The runs made as tasks on two threads are the runs made one by one: the tuned steps of _tune, each
+    evaluation seed's _pair and closed-form risk, and the tied MLP trained alone by
+    baselines.train_diag_mlp(tied=True) on the first evaluation seed's keys with the tuned MLP step."""
+    import jax
+
+    from slr import baselines, task
+    from slr import risk as R
+    cfg = AF.DiagMLPConfig(d=8, Ls=(3, 4), steps=20, batch=8, width=2, lrs_attention=(0.01, 0.3),
+                           lrs_mlp=(1e-3, 3e-2), seeds=2, n_test=50, n_eval=2, tied_Ls=(4,)).validate()
+    out = AF.diag_mlp_comparison(cfg, 5)
+    for i, L in enumerate(cfg.Ls):
+        lam = AF.best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps)[0]
+        lrs = AF._tune(cfg, L, lam)
+        assert (out["lr_att"][i], out["lr_mlp"][i]) == lrs
+        for s in range(cfg.seeds):
+            att, mlp, o, _ = AF._pair(cfg, L, 5 + s, (lrs[0],), (lrs[1],), lam)
+            assert np.array_equal(out["att_mse"][i, s], att[:, 0])
+            assert np.array_equal(out["mlp_mse"][i, s], mlp[:, 0])
+            exact = R.closed_form(*(x[0] for x in o), lam, cfg.gamma, float(cfg.d), float(L), cfg.eps)
+            assert out["att_exact"][i, s] == float(exact)
+    k_oracle, _, k_mlp, k_train = jax.random.split(jax.random.key(5 * 1000 + 4), 4)
+    ks, vs = task.sample_oracle(k_oracle, cfg.d)
+    run = baselines.train_diag_mlp(k_train, k_mlp, ks, vs, L=4, gamma=cfg.gamma, eps=cfg.eps, width=cfg.width,
+                                   lr=out["lr_mlp"][1], steps=cfg.steps, batch=cfg.batch, n_test=cfg.n_test,
+                                   log_every=cfg.steps // cfg.n_eval, tied=True)
+    assert np.array_equal(out["tied_mse"][0], run["excess_risk"] + cfg.eps ** 2)
+    assert out["tied_n"][0] == run["n_params"] == 8 * 2 + 2 * 2 + 1  # p d + 2 p + 1, whatever L
 
 
 def test_tuning_picks_each_models_best_step_of_its_grid():
@@ -38,7 +71,7 @@ def test_tuning_picks_each_models_best_step_of_its_grid():
     per model the step size of the smallest final test error: the choice of one run of every step size
     of both grids on the tuning seed's batches."""
     cfg = AF.DiagMLPConfig(d=8, Ls=(3,), steps=20, batch=8, width=2, lrs_attention=(0.01, 0.3),
-                           lrs_mlp=(1e-3, 3e-2, 1e-1), n_test=50, n_eval=2).validate()
+                           lrs_mlp=(1e-3, 3e-2, 1e-1), n_test=50, n_eval=2, tied_Ls=()).validate()
     lam = 0.3
     att, mlp, _, _ = AF._pair(cfg, 3, cfg.tune_seed, cfg.lrs_attention, cfg.lrs_mlp, lam)
     best = (cfg.lrs_attention[int(np.argmin(att[-1]))], cfg.lrs_mlp[int(np.argmin(mlp[-1]))])
@@ -52,7 +85,8 @@ def test_joint_training_is_each_model_trained_alone():
     import jax
 
     from slr import baselines, pgd, sgd, task
-    cfg = AF.DiagMLPConfig(d=8, Ls=(3,), steps=20, batch=8, width=2, n_test=50, n_eval=2).validate()
+    cfg = AF.DiagMLPConfig(d=8, Ls=(3,), steps=20, batch=8, width=2, n_test=50, n_eval=2,
+                           tied_Ls=()).validate()
     L, seed, lam = 3, 7, 0.3
     att, mlp, o, n = AF._pair(cfg, L, seed, (0.03, 0.1), (1e-2, 3e-2), lam)
     k_oracle, k_init, k_mlp, k_train = jax.random.split(jax.random.key(seed * 1000 + L), 4)

@@ -133,3 +133,17 @@ def test_train_setting_reads_its_start_of_train_starts(result_cache):
         assert all(np.array_equal(one[k], both[f"{init}_{k}"]) for k in one)
     with pytest.raises(ValueError, match="init"):
         icl.train_setting("ahn", init="zeros", **kw)
+
+
+def test_train_settings_on_two_threads_are_the_separate_runs(result_cache):
+    """train_settings runs the settings on two threads: the numbers of train_setting called one by one."""
+    kw = dict(spectrum=(2.0, 1.0), n=4, noise=0.1, steps=5, batch=8, lr=1e-2, repeats=2, init_scale=0.1)
+    both = icl.train_settings(("preconditioned", "ahn", "isotropic"), use_cache=False, **kw)
+    assert set(both) == {"preconditioned", "ahn", "isotropic"}
+    for s, runs in both.items():
+        for init in icl.INITS:
+            one = icl.train_setting(s, init=init, use_cache=False, **kw)
+            assert set(runs[init]) == set(one) and all(np.array_equal(runs[init][k], one[k]) for k in one)
+    assert not np.array_equal(both["ahn"]["gd"]["A"], both["preconditioned"]["gd"]["A"])
+    with pytest.raises(ValueError, match="setting"):
+        icl.train_settings(("cube",), **kw)
