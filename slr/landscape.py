@@ -28,11 +28,17 @@ from __future__ import annotations
 import collections
 import math
 import threading
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import brentq, minimize
+
+try:
+    from scipy.optimize._linesearch import LineSearchWarning  # the class scipy's BFGS silences
+except ImportError:  # pragma: no cover (another scipy layout)
+    LineSearchWarning = RuntimeWarning
 
 from slr import _loop, cache
 from slr import gaussian as G
@@ -264,11 +270,17 @@ def _minimize_all(x0, lams, args, options):
             batcher.done()
 
     threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(x0))]
-    for t in threads:
-        t.start()
-    batcher.wake[batcher.queue.popleft()].release()
-    for t in threads:
-        t.join()
+    # scipy's BFGS silences LineSearchWarning in a catch_warnings block around its second line search,
+    # which saves and restores the global filters: threads that leave such blocks in another order
+    # than they entered them would restore stale filters. With the same filter set around them all,
+    # every saved list holds the same filters, whatever the order.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LineSearchWarning)
+        for t in threads:
+            t.start()
+        batcher.wake[batcher.queue.popleft()].release()
+        for t in threads:
+            t.join()
     if errors:
         raise errors[0]
     return res
