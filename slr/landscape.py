@@ -25,18 +25,26 @@ a quadratic in theta minimised at theta* = gamma^2 lam phi1(0; b) / (r zeta0(b))
 """
 from __future__ import annotations
 
+import collections
 import math
+import threading
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import brentq, minimize
 
+try:
+    from scipy.optimize._linesearch import LineSearchWarning  # the class scipy's BFGS silences
+except ImportError:  # pragma: no cover (another scipy layout)
+    LineSearchWarning = RuntimeWarning
+
 from slr import _loop, cache
 from slr import gaussian as G
 from slr._validate import (check_int, check_interval, check_key, check_positive,
                            check_positive_array, check_run)
-from slr.overlaps import NAMES, dist_manifold, gram_vectors
+from slr.overlaps import NAMES, gram_vectors
 from slr.risk import closed_form
 
 __all__ = ["swap_theta", "swap_theta_linear", "swap_risk", "swap_risk_linear", "crossover",
@@ -158,7 +166,7 @@ def riemannian_derivatives(kappa, nu, theta, eta, rho, *, lam, gamma, d, L, eps=
     for name, val in zip(NAMES, (kappa, nu, theta, eta, rho)):
         check_interval(name, val, -1.0, 1.0, atol=1e-9)
     _check(lam, gamma, d, L, eps)
-    args = [jnp.clip(jnp.asarray(x, jnp.float64), -1.0, 1.0) for x in (kappa, nu, theta, eta, rho)]
+    args = [jnp.asarray(np.clip(np.asarray(x, np.float64), -1.0, 1.0)) for x in (kappa, nu, theta, eta, rho)]
     g, ev = _derivs_jit(*args, *(jnp.asarray(x, jnp.float64) for x in (lam, gamma, d, L, eps)))
     return np.asarray(g), np.asarray(ev)
 
@@ -181,6 +189,101 @@ def _risk8(x, lam, gamma, d, L, eps):
 
 
 _risk8_vg = jax.jit(jax.value_and_grad(_risk8))
+# a block of (x, lam) evaluated in one call: lax.map runs the unbatched program on each row (every
+# argument traced, as in _risk8_vg), so each value and gradient is bit for bit that of _risk8_vg
+# (tests/test_landscape.py checks it; vmap would vectorise the arithmetic and change the last bits)
+_risk8_map = jax.jit(lambda X, lams, gamma, d, L, eps: jax.lax.map(
+    lambda a: jax.value_and_grad(_risk8)(a[0], a[1], gamma, d, L, eps), (X, lams)))
+_BLOCK = 64  # rows per call of _risk8_map: one compilation for any number of starts
+
+
+class _Batcher:
+    """Runs many minimisations, one thread each, one thread at a time (a baton passed from thread to
+    thread), and answers their function evaluations together: once every live minimisation waits for
+    one, in blocks of _BLOCK rows of _risk8_map. A thread that asks for an evaluation, or ends, wakes
+    the next thread in the queue (each sleeps on a lock of its own), so only one runs at any time.
+    An error of the evaluation is raised in every thread that waits for it."""
+
+    def __init__(self, lams, args):
+        self.lams, self.args = lams, args
+        self.wake = [threading.Lock() for _ in lams]
+        for w in self.wake:
+            w.acquire()
+        self.queue = collections.deque(range(len(lams)))  # first, every thread's start
+        self.pending, self.results, self.alive = {}, {}, len(lams)
+
+    def start(self, i):
+        self.wake[i].acquire()
+
+    def __call__(self, i, x):
+        self.pending[i] = np.array(x, dtype=float)
+        if len(self.pending) == self.alive:
+            self._flush()
+        j = self.queue.popleft()
+        if j != i:
+            self.wake[j].release()
+            self.wake[i].acquire()
+        out = self.results.pop(i)
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+    def done(self):
+        self.alive -= 1
+        if self.pending and len(self.pending) == self.alive:
+            self._flush()
+        if self.queue:
+            self.wake[self.queue.popleft()].release()
+
+    def _flush(self):
+        idx = list(self.pending)
+        try:
+            rows = np.arange(-len(idx) % _BLOCK + len(idx)) % len(idx)  # padded with repeated rows
+            X = np.stack([self.pending[i] for i in idx])[rows]
+            lams = self.lams[np.asarray(idx)][rows]
+            out = {}
+            for s in range(0, len(rows), _BLOCK):
+                v, g = (np.asarray(a) for a in _risk8_map(X[s:s + _BLOCK], lams[s:s + _BLOCK], *self.args))
+                for j in range(s, min(s + _BLOCK, len(idx))):
+                    out[idx[j]] = (np.asarray(v[j - s], float), np.array(g[j - s], float))
+        except BaseException as e:  # noqa: BLE001 (raised in each waiting thread)
+            out = dict.fromkeys(idx, e)
+        self.results.update(out)
+        self.pending.clear()
+        self.queue.extend(idx)
+
+
+def _minimize_all(x0, lams, args, options):
+    """scipy's BFGS from each row of ``x0`` (n, 8) at its ``lams`` (n,): the same iterates as n
+    sequential calls of ``minimize`` on _risk8_vg (each thread runs scipy's own BFGS; only the function
+    evaluations are batched, bit for bit as _risk8_vg computes them). The first error is raised."""
+    batcher = _Batcher(np.asarray(lams, dtype=np.float64), args)
+    res, errors = [None] * len(x0), []
+
+    def run(i):
+        batcher.start(i)
+        try:
+            res[i] = minimize(lambda x: batcher(i, x), x0[i], jac=True, method="BFGS", options=options)
+        except BaseException as e:  # noqa: BLE001 (re-raised below)
+            errors.append(e)
+        finally:
+            batcher.done()
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(x0))]
+    # scipy's BFGS silences LineSearchWarning in a catch_warnings block around its second line search,
+    # which saves and restores the global filters: threads that leave such blocks in another order
+    # than they entered them would restore stale filters. With the same filter set around them all,
+    # every saved list holds the same filters, whatever the order.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LineSearchWarning)
+        for t in threads:
+            t.start()
+        batcher.wake[batcher.queue.popleft()].release()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    return res
 
 
 @cache.memoized
@@ -189,14 +292,17 @@ def global_minimum(lam, *, gamma, d, L, eps=0.0, starts: int = 32, seed: int = 0
     BFGS on R(x/|x|, y/|y|) from ``starts`` Gaussian points (x, y), for each lam of a 1-D array.
 
     Returns a dict: ``lam``; ``risk`` (n,), the lowest risk found; ``overlaps`` (n, 5), where;
-    ``ends`` (n, starts), every start's final risk. Memoised (:func:`slr.cache.memoized`)."""
+    ``ends`` (n, starts), every start's final risk. Memoised (:func:`slr.cache.memoized`).
+    Every (lam, start) pair runs scipy's BFGS in its own thread, the risk and gradient of all of them
+    evaluated together (:func:`_minimize_all`): the same numbers as one minimisation after another."""
     lams = np.atleast_1d(_check(lam, gamma, d, L, eps))
     starts, seed = check_int("starts", starts), check_int("seed", seed, lo=0)
     x0 = np.random.default_rng(seed).standard_normal((starts, 8))
+    res_all = _minimize_all(np.tile(x0, (lams.size, 1)), np.repeat(lams, starts),
+                            (gamma, float(d), L, eps), dict(gtol=1e-10))
     best, where, ends = [], [], []
-    for lm in lams:
-        fg = lambda x: tuple(np.asarray(a, float) for a in _risk8_vg(x, lm, gamma, float(d), L, eps))
-        res = [minimize(fg, x, jac=True, method="BFGS", options=dict(gtol=1e-10)) for x in x0]
+    for j in range(lams.size):
+        res = res_all[j * starts:(j + 1) * starts]
         i = int(np.argmin([r.fun for r in res]))
         k, v = (res[i].x[s] / np.linalg.norm(res[i].x[s]) for s in (slice(0, 4), slice(4, 8)))
         best.append(res[i].fun)
@@ -235,7 +341,8 @@ def classify(kappa, nu, theta, eta, rho, *, lam, gamma, d, tol: float = 0.2):
         raise ValueError(f"tol must be in (0, 0.5), got {tol!r}")
     k, n, t, e, r = np.broadcast_arrays(*o)
     ts = swap_theta(lam, gamma=gamma, d=d)
-    oracle = (np.asarray(dist_manifold(t, e, r)) <= tol) & (np.abs(n) >= 1 - tol) & (k * n > 0)
+    near_m = np.sqrt(np.square(t) + np.square(e) + np.square(r))  # dist_manifold, in NumPy
+    oracle = (near_m <= tol) & (np.abs(n) >= 1 - tol) & (k * n > 0)
     swap = ((np.abs(e) >= 1 - tol) & (np.maximum(np.maximum(np.abs(k), np.abs(n)), np.abs(r)) <= tol)
             & (t * e > 0) & (np.abs(np.abs(t) - ts) <= tol))
     return np.where(oracle, KINDS[0], np.where(swap, KINDS[1], KINDS[2]))

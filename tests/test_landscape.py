@@ -90,6 +90,45 @@ def test_global_minimum_finds_the_swap_point_below_lam_c():
     assert abs(abs(out["overlaps"][0, 3]) - 1) < 1e-4
 
 
+def test_global_minimum_is_sequential_bfgs_bit_for_bit():
+    # the batched evaluations of the threads (two blocks of _risk8_map) give the very numbers of
+    # one scipy BFGS after another on _risk8_vg
+    from scipy.optimize import minimize
+    lams, starts = np.array([0.063, 0.9]), 33
+    out = LS.global_minimum(lams, gamma=G, d=D, L=L, starts=starts, use_cache=False)
+    x0 = np.random.default_rng(0).standard_normal((starts, 8))
+    for j, lm in enumerate(lams):
+        fg = lambda x: tuple(np.asarray(a, float) for a in LS._risk8_vg(x, lm, G, float(D), L, 0.0))
+        res = [minimize(fg, x, jac=True, method="BFGS", options=dict(gtol=1e-10)) for x in x0]
+        assert np.array_equal(out["ends"][j], [r.fun for r in res])
+        best = res[int(np.argmin([r.fun for r in res]))]
+        assert out["risk"][j] == best.fun
+    rows = np.random.default_rng(1).standard_normal((64, 8))
+    v, g = LS._risk8_map(rows, np.full(64, 0.3), G, float(D), L, 0.0)
+    for x, vx, gx in zip(rows[:5], np.asarray(v), np.asarray(g)):
+        v1, g1 = LS._risk8_vg(x, np.float64(0.3), G, float(D), L, 0.0)
+        assert vx == v1 and np.array_equal(gx, g1)
+
+
+def test_global_minimum_raises_an_evaluation_error_without_hanging(monkeypatch):
+    import threading
+
+    def broken(*a):
+        raise RuntimeError("broken evaluation")
+    monkeypatch.setattr(LS, "_risk8_map", broken)
+    err = []
+
+    def call():
+        try:
+            LS.global_minimum(np.array([0.1, 0.2]), gamma=G, d=D, L=L, starts=3, use_cache=False)
+        except RuntimeError as e:
+            err.append(e)
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(timeout=60)
+    assert not t.is_alive() and len(err) == 1 and "broken" in str(err[0])
+
+
 @settings(max_examples=25, deadline=None)
 @given(lam=st.one_of(st.floats(max_value=0.0), st.just(float("nan")), st.just(float("inf"))))
 def test_bad_lam_is_refused(lam):
