@@ -25,22 +25,15 @@ a quadratic in theta minimised at theta* = gamma^2 lam phi1(0; b) / (r zeta0(b))
 """
 from __future__ import annotations
 
-import collections
 import math
-import threading
-import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import brentq, minimize
 
-try:
-    from scipy.optimize._linesearch import LineSearchWarning  # the class scipy's BFGS silences
-except ImportError:  # pragma: no cover (another scipy layout)
-    LineSearchWarning = RuntimeWarning
-
 from slr import _loop, cache
+from slr._minimize import bfgs_together
 from slr import gaussian as G
 from slr._validate import (check_int, check_interval, check_key, check_positive,
                            check_positive_array, check_run)
@@ -197,93 +190,10 @@ _risk8_map = jax.jit(lambda X, lams, gamma, d, L, eps: jax.lax.map(
 _BLOCK = 64  # rows per call of _risk8_map: one compilation for any number of starts
 
 
-class _Batcher:
-    """Runs many minimisations, one thread each, one thread at a time (a baton passed from thread to
-    thread), and answers their function evaluations together: once every live minimisation waits for
-    one, in blocks of _BLOCK rows of _risk8_map. A thread that asks for an evaluation, or ends, wakes
-    the next thread in the queue (each sleeps on a lock of its own), so only one runs at any time.
-    An error of the evaluation is raised in every thread that waits for it."""
-
-    def __init__(self, lams, args):
-        self.lams, self.args = lams, args
-        self.wake = [threading.Lock() for _ in lams]
-        for w in self.wake:
-            w.acquire()
-        self.queue = collections.deque(range(len(lams)))  # first, every thread's start
-        self.pending, self.results, self.alive = {}, {}, len(lams)
-
-    def start(self, i):
-        self.wake[i].acquire()
-
-    def __call__(self, i, x):
-        self.pending[i] = np.array(x, dtype=float)
-        if len(self.pending) == self.alive:
-            self._flush()
-        j = self.queue.popleft()
-        if j != i:
-            self.wake[j].release()
-            self.wake[i].acquire()
-        out = self.results.pop(i)
-        if isinstance(out, BaseException):
-            raise out
-        return out
-
-    def done(self):
-        self.alive -= 1
-        if self.pending and len(self.pending) == self.alive:
-            self._flush()
-        if self.queue:
-            self.wake[self.queue.popleft()].release()
-
-    def _flush(self):
-        idx = list(self.pending)
-        try:
-            rows = np.arange(-len(idx) % _BLOCK + len(idx)) % len(idx)  # padded with repeated rows
-            X = np.stack([self.pending[i] for i in idx])[rows]
-            lams = self.lams[np.asarray(idx)][rows]
-            out = {}
-            for s in range(0, len(rows), _BLOCK):
-                v, g = (np.asarray(a) for a in _risk8_map(X[s:s + _BLOCK], lams[s:s + _BLOCK], *self.args))
-                for j in range(s, min(s + _BLOCK, len(idx))):
-                    out[idx[j]] = (np.asarray(v[j - s], float), np.array(g[j - s], float))
-        except BaseException as e:  # noqa: BLE001 (raised in each waiting thread)
-            out = dict.fromkeys(idx, e)
-        self.results.update(out)
-        self.pending.clear()
-        self.queue.extend(idx)
-
-
 def _minimize_all(x0, lams, args, options):
-    """scipy's BFGS from each row of ``x0`` (n, 8) at its ``lams`` (n,): the same iterates as n
-    sequential calls of ``minimize`` on _risk8_vg (each thread runs scipy's own BFGS; only the function
-    evaluations are batched, bit for bit as _risk8_vg computes them). The first error is raised."""
-    batcher = _Batcher(np.asarray(lams, dtype=np.float64), args)
-    res, errors = [None] * len(x0), []
-
-    def run(i):
-        batcher.start(i)
-        try:
-            res[i] = minimize(lambda x: batcher(i, x), x0[i], jac=True, method="BFGS", options=options)
-        except BaseException as e:  # noqa: BLE001 (re-raised below)
-            errors.append(e)
-        finally:
-            batcher.done()
-
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(x0))]
-    # scipy's BFGS silences LineSearchWarning in a catch_warnings block around its second line search,
-    # which saves and restores the global filters: threads that leave such blocks in another order
-    # than they entered them would restore stale filters. With the same filter set around them all,
-    # every saved list holds the same filters, whatever the order.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", LineSearchWarning)
-        for t in threads:
-            t.start()
-        batcher.wake[batcher.queue.popleft()].release()
-        for t in threads:
-            t.join()
-    if errors:
-        raise errors[0]
-    return res
+    """BFGS from each row of ``x0`` (n, 8) at its ``lams`` (n,), the evaluations batched
+    (:func:`slr._minimize.bfgs_together`): bit for bit n sequential calls of ``minimize`` on _risk8_vg."""
+    return bfgs_together(lambda X, P: _risk8_map(X, P, *args), x0, lams, options, block=_BLOCK)
 
 
 @cache.memoized
