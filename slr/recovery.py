@@ -284,6 +284,8 @@ def flow_overlaps(overlaps0, *, lam, d, horizon, n_logs, gamma, L, rtol=1e-6, at
     jac = lambda t, y: csc_matrix((np.asarray(_jac_n(jnp.asarray(pad(y.reshape(n, 5))), p))[:n].ravel(),
                                    (rows, cols)), shape=(5 * n, 5 * n))
     t_eval = horizon * np.arange(n_logs + 1) / n_logs
+    y0 = jnp.asarray(pad(o0.T))
+    _pool_map(lambda g: g(y0, p).block_until_ready(), [_field_n, _jac_n])  # both compiled at once
     sol = solve_ivp(f, (0.0, horizon), o0.T.ravel(), method="Radau", t_eval=t_eval, jac=jac, rtol=rtol,
                     atol=atol)
     if not sol.success:
