@@ -24,10 +24,13 @@ whole configuration, the seed, the code and the library versions)::
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import math
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -39,7 +42,7 @@ from slr import appendix_f, cache, multihead, pgd, probe, recovery, risk, sgd, t
 from slr._validate import check_int, check_nonneg, check_positive
 
 __all__ = ["Experiment", "DynamicsConfig", "RiskScalingConfig", "EXPERIMENTS", "CONFIGS", "config", "run",
-           "run_timed", "simulate", "risk_scaling"]
+           "run_many", "run_timed", "simulate", "risk_scaling"]
 
 
 @dataclass(frozen=True)
@@ -279,6 +282,23 @@ def run(name: str, seed: int = 0, **overrides):
     data = cache.memoize(f"experiment-{name}", key,
                          functools.partial(entry.compute, key["config"], key["seed"]))
     return entry.load(data)
+
+
+def run_many(*requests):
+    """``[run(name, **overrides) for name, overrides in requests]``, computed on up to two threads (XLA
+    releases the GIL while it compiles and runs: independent experiments use both cores; the same
+    programs and inputs as one at a time, so the same numbers). Each request is a name or a pair
+    ``(name, overrides)``; the cache and :func:`slr.cache.bypass` apply to each as in :func:`run`."""
+    reqs = [(r, {}) if isinstance(r, str) else (r[0], dict(r[1])) for r in requests]
+    for name, overrides in reqs:
+        config(name, **{k: v for k, v in overrides.items() if k != "seed"})  # all checked first
+    workers = min(2, len(reqs), os.cpu_count() or 1)
+    if workers <= 1:
+        return [run(name, **overrides) for name, overrides in reqs]
+    with ThreadPoolExecutor(workers) as ex:            # each in a copy of the caller's context
+        futures = [ex.submit(contextvars.copy_context().run, functools.partial(run, name, **overrides))
+                   for name, overrides in reqs]
+        return [f.result() for f in futures]
 
 
 def _keyed(name, seed, overrides):

@@ -6,6 +6,7 @@ import types
 import numpy as np
 import pytest
 
+from slr import cache
 from slr import experiments as E
 
 
@@ -34,6 +35,18 @@ def test_run_small_override(tmp_path, monkeypatch):
     assert np.all(tr.excess_risk[:, -1] < tr.excess_risk[:, 0])
     tr4b = E.run("fig4b", steps=400, repeats=3, log_every=10)
     assert np.max(tr4b.dist_manifold) < 1e-14
+
+
+def test_run_many_is_run_on_two_threads(result_cache):
+    reqs = [("fig7b", dict(steps=40, repeats=2, log_every=10)),
+            ("fig4b", dict(steps=40, repeats=2, log_every=10))]
+    many = E.run_many(*reqs)
+    with cache.bypass():
+        one = [E.run(name, **over) for name, over in reqs]
+    assert all(np.array_equal(a.kappa, b.kappa) and np.array_equal(a.excess_risk, b.excess_risk)
+               for a, b in zip(many, one))
+    with pytest.raises(ValueError, match="unknown override"):
+        E.run_many(("fig7b", dict(nope=1)))
 
 
 def test_run_sgd_override(tmp_path, monkeypatch):

@@ -73,6 +73,23 @@ def test_temperature_map_is_exact_pgd_and_validates():
         RC.TemperatureConfig(horizon=0.0).validate()
 
 
+def test_two_threads_give_the_numbers_of_one_call():
+    """The temperature map's halves and the dimension sweep's d, run on two threads, are bit for bit
+    the runs of one call per sweep and of one call per d."""
+    o = RC.sphere_overlaps(jax.random.key(3), 50, 32)
+    kw = dict(alpha=1e-2, d=50.0, horizon=2.0, n_logs=4, gamma=G, L=10)
+    lam0, c = np.linspace(0.1, 1.0, 32), np.linspace(0.0, 0.5, 32)
+    one, two = RC._run_to(o, lam0=lam0, c_time=c, **kw), RC._run_halves(o, lam0=lam0, c_time=c, **kw)
+    assert all(np.array_equal(one[k], two[k]) for k in one)
+    cfg = RC.DimensionConfig(ds=(20, 50), horizon=1.0, repeats=4, n_logs=4)
+    dm = RC.dimension_sweep(cfg, 0)
+    for i, d in enumerate(cfg.ds):
+        ref = RC._run_to(RC.sphere_overlaps(jax.random.fold_in(jax.random.key(0), d), d, 4),
+                         lam0=cfg.ell / np.sqrt(d), c_time=0.0, alpha=cfg.alpha_d / d, d=float(d),
+                         horizon=1.0, n_logs=4, gamma=cfg.gamma, L=cfg.L)
+        assert np.array_equal(dm["kappa"][i], ref["kappa"]) and np.array_equal(dm["time_d"][i], ref["time"])
+
+
 def test_overlap_flow_is_the_small_step_limit_of_one_pgd_step():
     from slr.overlaps import NAMES
     from slr.pgd import pgd_overlaps
