@@ -1,4 +1,5 @@
-"""Private: the BLAS thread pool limited to one thread for the duration of a ``with`` block.
+"""Private: threads. :func:`one_blas_thread` limits the BLAS thread pool to one thread for the duration of
+a ``with`` block; :func:`pool_map` runs independent JAX computations on the machine's two cores.
 
 On the book's 2-core machine, small BLAS and LAPACK calls lose much to OpenBLAS's thread hand-offs
 (measured: the SVDs that :mod:`slr.transformer` logs for Figure 8, 0.1 to 3 s of CPU each on two threads
@@ -9,8 +10,11 @@ the threads are left as they are.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import os
+from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["one_blas_thread"]
+__all__ = ["one_blas_thread", "pool_map"]
 
 
 def one_blas_thread():
@@ -22,3 +26,19 @@ def one_blas_thread():
     except ImportError:  # pragma: no cover
         return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
+
+
+def pool_map(fn, items, cost=None):
+    """``[fn(x) for x in items]`` on up to two threads, each call in a copy of the caller's context (so
+    :func:`slr.cache.bypass` applies in it). XLA releases the GIL while it compiles and runs, so
+    independent computations use both cores; the same programs and inputs as one at a time, so the same
+    numbers, and a program needed by several calls compiles once. The costliest items (``cost``, one
+    number per item) start first."""
+    items = list(items)
+    workers = min(2, len(items), os.cpu_count() or 1)
+    if workers <= 1:
+        return [fn(x) for x in items]
+    order = sorted(range(len(items)), key=lambda i: -cost[i]) if cost is not None else range(len(items))
+    with ThreadPoolExecutor(workers) as ex:
+        futures = {i: ex.submit(contextvars.copy_context().run, fn, items[i]) for i in order}
+        return [futures[i].result() for i in range(len(items))]

@@ -24,13 +24,10 @@ whole configuration, the seed, the code and the library versions)::
 """
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import functools
 import math
-import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -39,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from slr import appendix_f, cache, multihead, pgd, probe, recovery, risk, sgd, task, transformer
+from slr._threads import pool_map
 from slr._validate import check_int, check_nonneg, check_positive
 
 __all__ = ["Experiment", "DynamicsConfig", "RiskScalingConfig", "EXPERIMENTS", "CONFIGS", "config", "run",
@@ -292,13 +290,7 @@ def run_many(*requests):
     reqs = [(r, {}) if isinstance(r, str) else (r[0], dict(r[1])) for r in requests]
     for name, overrides in reqs:
         config(name, **{k: v for k, v in overrides.items() if k != "seed"})  # all checked first
-    workers = min(2, len(reqs), os.cpu_count() or 1)
-    if workers <= 1:
-        return [run(name, **overrides) for name, overrides in reqs]
-    with ThreadPoolExecutor(workers) as ex:            # each in a copy of the caller's context
-        futures = [ex.submit(contextvars.copy_context().run, functools.partial(run, name, **overrides))
-                   for name, overrides in reqs]
-        return [f.result() for f in futures]
+    return pool_map(lambda req: run(req[0], **req[1]), reqs)
 
 
 def _keyed(name, seed, overrides):

@@ -17,8 +17,6 @@ Proposition 15, simulated exactly in the 4-D frame by :func:`slr.pgd.pgd_overlap
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
@@ -29,6 +27,7 @@ from scipy.integrate import solve_ivp
 from scipy.sparse import csc_matrix
 
 from slr import _loop, landscape, pgd, task
+from slr._threads import pool_map
 from slr._validate import check_int, check_interval, check_key, check_nonneg, check_positive
 from slr.overlaps import NAMES, overlaps
 from slr.risk import closed_form, oracle_risk
@@ -65,20 +64,6 @@ def _law(key, d, R):
     return g1 / ng, h2 / nh, h1 / nh, g2 / ng, (g1 * h1 + g2 * h2 + jnp.sqrt(a) * u) / (ng * nh)
 
 
-def _pool_map(fn, items, cost=None):
-    """``[fn(x) for x in items]`` on up to two threads (XLA releases the GIL while it compiles and runs,
-    so independent runs use both cores; the same programs and inputs, so the same numbers), the
-    costliest items (``cost``) started first. A program needed by several items compiles once."""
-    items = list(items)
-    workers = min(2, len(items), os.cpu_count() or 1)
-    if workers <= 1:
-        return [fn(x) for x in items]
-    order = sorted(range(len(items)), key=lambda i: -cost[i]) if cost is not None else range(len(items))
-    with ThreadPoolExecutor(workers) as ex:
-        futures = {i: ex.submit(fn, items[i]) for i in order}
-        return [futures[i].result() for i in range(len(items))]
-
-
 def _run_to(o, *, lam0, c_time, alpha, d, horizon, n_logs, gamma, L):
     """Exact PGD to time ``horizon`` with n_logs + 1 logs (one compilation for every (alpha, horizon)):
     lam_t = lam0 / (1 + c_time alpha t). Returns the (N, T) overlaps, excess risk and the times (T,)."""
@@ -91,7 +76,7 @@ def _run_to(o, *, lam0, c_time, alpha, d, horizon, n_logs, gamma, L):
 
 
 def _run_halves(o, *, lam0, c_time, **kw):
-    """:func:`_run_to` with the N runs split into two halves run on two threads (:func:`_pool_map`;
+    """:func:`_run_to` with the N runs split into two halves run on two threads (:func:`pool_map`;
     one compiled program for both), joined, when N is a multiple of 16. A vmap over fewer runs may
     round differently (seen with 4 runs against 2); with N and N / 2 multiples of 8 it gave the numbers
     of one call bit for bit (the book's temperature map, 240 runs against 2 x 120, and the tests);
@@ -100,7 +85,7 @@ def _run_halves(o, *, lam0, c_time, **kw):
     if n % 16:
         return _run_to(o, lam0=lam0, c_time=c_time, **kw)
     per = lambda x, s: np.broadcast_to(np.asarray(x, dtype=float), (n,))[s]
-    parts = _pool_map(lambda s: _run_to(tuple(np.asarray(x)[s] for x in o), lam0=per(lam0, s),
+    parts = pool_map(lambda s: _run_to(tuple(np.asarray(x)[s] for x in o), lam0=per(lam0, s),
                                         c_time=per(c_time, s), **kw),
                       [slice(0, n // 2), slice(n // 2, n)])
     return {k: parts[0][k] if k == "time" else np.concatenate([p[k] for p in parts])
@@ -186,7 +171,7 @@ def dimension_sweep(cfg: DimensionConfig, seed: int) -> dict:
     the flow (every d logged at ``time``)."""
     cfg.validate()
     # one compiled program per d for the starts: compiled on two threads
-    starts = _pool_map(lambda d: sphere_overlaps(jax.random.fold_in(jax.random.key(seed), int(d)), int(d),
+    starts = pool_map(lambda d: sphere_overlaps(jax.random.fold_in(jax.random.key(seed), int(d)), int(d),
                                                  cfg.repeats), cfg.ds)
     if cfg.method == "flow":  # every d in one system: one solver call for the whole sweep
         d_run = np.repeat(np.asarray(cfg.ds, dtype=float), cfg.repeats)
@@ -199,7 +184,7 @@ def dimension_sweep(cfg: DimensionConfig, seed: int) -> dict:
         return out
     # every d on one of two threads (one compiled program for all), the longest runs first; a d's runs
     # are not split (a vmap over fewer runs may round differently)
-    runs = _pool_map(lambda a: _run_to(a[0], lam0=cfg.ell / math.sqrt(a[1]), c_time=0.0,
+    runs = pool_map(lambda a: _run_to(a[0], lam0=cfg.ell / math.sqrt(a[1]), c_time=0.0,
                                        alpha=cfg.alpha_d / a[1], d=float(a[1]), horizon=cfg.horizon,
                                        n_logs=cfg.n_logs, gamma=cfg.gamma, L=cfg.L),
                      list(zip(starts, cfg.ds)), cost=list(cfg.ds))
@@ -285,7 +270,7 @@ def flow_overlaps(overlaps0, *, lam, d, horizon, n_logs, gamma, L, rtol=1e-6, at
                                    (rows, cols)), shape=(5 * n, 5 * n))
     t_eval = horizon * np.arange(n_logs + 1) / n_logs
     y0 = jnp.asarray(pad(o0.T))
-    _pool_map(lambda g: g(y0, p).block_until_ready(), [_field_n, _jac_n])  # both compiled at once
+    pool_map(lambda g: g(y0, p).block_until_ready(), [_field_n, _jac_n])  # both compiled at once
     sol = solve_ivp(f, (0.0, horizon), o0.T.ravel(), method="Radau", t_eval=t_eval, jac=jac, rtol=rtol,
                     atol=atol)
     if not sol.success:
