@@ -198,35 +198,45 @@ def test_query_side_weight_stays_rank_one():
 
 @pytest.mark.parametrize("H, shared", [(1, False), (2, True)])
 def test_training_step_without_token_copy_equals_assembled_tokens(H, shared):
-    """The training step's form (the noise tokens' LN shared, the informative tokens' LN S placed by the
-    one-hot M, no copy of X) gives the gradients of the assembled X, and 20 SGD steps reach the same
-    parameters (float64, to 1e-10)."""
-    import math
+    """The training step (``_step_grad``: the noise tokens' LN shared, the informative tokens' LN placed
+    by a one-hot M, no copy of X, the backward pass written by hand) gives jax.grad's gradients of the
+    assembled X, and 20 SGD steps reach the same parameters (float64, to 1e-10)."""
     from slr.sgd import tie
     from slr.task import assemble
     d, L, B = 12, 5, 16
+    cfg = T.TransformerConfig(L=L, d=d, p=6, m=10, H=H, n_locations=H, gamma=0.7, eps=0.1)
     params = T.init_params(jax.random.key(20), d=d, p=6, m=10, H=H)
     params["b1"] = 0.1 * jax.random.normal(jax.random.key(21), params["b1"].shape)
     c = T.register_token(jax.random.key(22), d)
     ks, vs = sample_oracle_multi(jax.random.key(23), d, H)
+    batch = lambda t: tie(draws(jax.random.key(200 + t), B, L=L, d=d, H=H), shared)
 
-    def batch(t):
-        dr = tie(draws(jax.random.key(200 + t), B, L=L, d=d, H=H), shared)
-        X, y, J = assemble(dr, ks, vs, gamma=0.7, eps=0.1)
-        S = T.layer_norm(math.sqrt(d / 2.0) * ks[None] + 0.7 * dr[2])
-        return X, y, T.layer_norm(dr[0]), (J[:, None, :] == jnp.arange(L)[:, None]).astype(S.dtype), S
+    def old(pr, dr):
+        X, y, _ = assemble(dr, ks, vs, gamma=0.7, eps=0.1)
+        return jax.grad(T.test_risk)(pr, c, X, y)
 
-    old = jax.jit(lambda pr, X, y: jax.grad(T.test_risk)(pr, c, X, y))
-    new = jax.jit(lambda pr, NZ, y, M, S: jax.grad(T.test_risk)(pr, c, NZ, y, True, M, S))
+    old = jax.jit(old)
+    new = jax.jit(lambda pr, dr: T._step_grad(pr, c, ks, vs, T.layer_norm(dr[0]), dr, cfg))
     a = b = params
     for t in range(20):
-        X, y, NZ, M, S = batch(t)
-        ga, gb = old(a, X, y), new(b, NZ, y, M, S)
+        dr = batch(t)
+        ga, gb = old(a, dr), new(b, dr)
         if t == 0:
+            assert set(ga) == set(gb)
             for name in ga:
                 np.testing.assert_allclose(ga[name], gb[name], atol=1e-13, rtol=0, err_msg=name)
-            assert not np.allclose(new(b, NZ, y, M, 0 * S)["V"], ga["V"], atol=1e-6)  # S is read
+            no_signal = (*dr[:2], 0 * dr[2], dr[3])  # the informative tokens' noise G is read
+            assert not np.allclose(new(b, no_signal)["V"], ga["V"], atol=1e-6)
         a, b = (jax.tree.map(lambda p, g: p - 0.2 * g, pr, g) for pr, g in ((a, ga), (b, gb)))
     assert float(jnp.max(jnp.abs(a["Q"]))) > 1e-3
     for name in a:
         np.testing.assert_allclose(a[name], b[name], atol=1e-10, rtol=0, err_msg=name)
+
+
+def test_signal_layer_norm_from_moments():
+    """LN(alpha k + gamma G) from the centred parts' moments equals layer_norm (float64, 1e-13)."""
+    G = jax.random.normal(jax.random.key(30), (7, 2, 12))
+    ks = jax.random.normal(jax.random.key(31), (2, 12))
+    ref = T.layer_norm(1.7 * ks[None] + 0.4 * G)
+    np.testing.assert_allclose(T._signal_ln(ks, G, 1.7, 0.4), ref, atol=1e-13, rtol=0)
+    assert not np.allclose(T._signal_ln(ks, G, 1.7, 0.5), ref, atol=1e-3)
