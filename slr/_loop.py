@@ -81,7 +81,11 @@ def run_chunks(body, carry, log_fn, n_chunks, log_every, rem, unroll, noise=None
                 return jax.lax.fori_loop(0, -(-n // block), lambda j, cc: blk(
                     j, cc, jnp.minimum(block, n - j * block)), c)
             q = n // block
-            c = jax.lax.fori_loop(0, q, blk, c)
+            static = isinstance(n, int)  # a loop of no step (static counts) is left out of the program
+            if not (static and q == 0):
+                c = jax.lax.fori_loop(0, q, blk, c)
+            if static and n == q * block:
+                return c
             return jax.lax.fori_loop(q * block, n, lambda j, cc: body(cc, t0 + j), c)
 
         def many(j, cc):
