@@ -210,7 +210,6 @@ def test_training_step_without_token_copy_equals_assembled_tokens(H, shared):
     c = T.register_token(jax.random.key(22), d)
     ks, vs = sample_oracle_multi(jax.random.key(23), d, H)
 
-    @jax.jit  # one program for the batch and one for the update (eagerly, each operation compiles alone)
     def batch(t):
         dr = tie(draws(jax.random.key(200 + t), B, L=L, d=d, H=H), shared)
         X, y, J = assemble(dr, ks, vs, gamma=0.7, eps=0.1)
@@ -219,7 +218,6 @@ def test_training_step_without_token_copy_equals_assembled_tokens(H, shared):
 
     old = jax.jit(lambda pr, X, y: jax.grad(T.test_risk)(pr, c, X, y))
     new = jax.jit(lambda pr, NZ, y, M, S: jax.grad(T.test_risk)(pr, c, NZ, y, True, M, S))
-    sgd_step = jax.jit(lambda pr, g: jax.tree.map(lambda p, g: p - 0.2 * g, pr, g))
     a = b = params
     for t in range(20):
         X, y, NZ, M, S = batch(t)
@@ -228,7 +226,7 @@ def test_training_step_without_token_copy_equals_assembled_tokens(H, shared):
             for name in ga:
                 np.testing.assert_allclose(ga[name], gb[name], atol=1e-13, rtol=0, err_msg=name)
             assert not np.allclose(new(b, NZ, y, M, 0 * S)["V"], ga["V"], atol=1e-6)  # S is read
-        a, b = sgd_step(a, ga), sgd_step(b, gb)
+        a, b = (jax.tree.map(lambda p, g: p - 0.2 * g, pr, g) for pr, g in ((a, ga), (b, gb)))
     assert float(jnp.max(jnp.abs(a["Q"]))) > 1e-3
     for name in a:
         np.testing.assert_allclose(a[name], b[name], atol=1e-10, rtol=0, err_msg=name)
