@@ -18,7 +18,10 @@ For the same reason the suite traces the step loops of the trainers without unro
 (``slr.sgd._UNROLL`` and ``slr.pgd.UNROLL``, which ``slr.manifold``'s loop reads, set to 1 by
 :func:`_roll_the_step_loops`; exact PGD itself compiles one copy of its step in the chapters too): an
 unrolled loop body is compiled once per copy, and the stochastic trainer's programs (``slr.sgd._core``, a
-third of this suite's compilation) compile in half the time rolled (measured 2.8 s -> 1.3 s each).
+third of this suite's compilation) compile in half the time rolled (measured 2.8 s -> 1.3 s each). A rolled
+loop whose chunk length is traced runs ``slr._loop.run_one_copy`` (one copy of the step, remainder included:
+the stochastic trainer's full-sampler programs: about 1 to 2 s of CPU less per test that compiles one,
+measured under contention); the chapters' unrolled loops never take that branch.
 The steps are the same either way: ``test_chapters_unrolling_is_the_rolled_loop`` (``test_sgd.py``) runs
 the chapters' unrolling of the trainer and checks it against the rolled loop, and
 ``test_one_copy_loop_is_run_chunks`` (``test_pgd.py``) checks exact PGD's loop against the unrolled

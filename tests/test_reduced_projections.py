@@ -10,16 +10,28 @@ import pytest
 from slr import pgd, predictors, reduced, sgd, task
 
 D, L, B, LAM, GAMMA, EPS = 12, 4, 6, 0.4, math.sqrt(0.5), 0.1
-KS, VS = task.sample_oracle(jax.random.key(0), D)
-K0, V0 = pgd.init_sphere(jax.random.key(1), D, 1)
-K, V = K0[0], V0[0]
-W = reduced.fallback_directions(D)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _oracle_and_start():
+    """The oracle, the start and the fallback directions, made when the file runs (not at collection, where
+    every xdist worker imports every file)."""
+    global KS, VS, K0, V0, K, V, W
+    KS, VS = task.sample_oracle(jax.random.key(0), D)
+    K0, V0 = pgd.init_sphere(jax.random.key(1), D, 1)
+    K, V = K0[0], V0[0]
+    W = reduced.fallback_directions(D)
 
 
 def test_differentiated_coefficients_are_erfs_written_out():
-    nz = reduced.reduced_noise(jax.random.key(3), D, L, B)
-    a = reduced.reduced_grads(nz, K, V, KS, VS, W, LAM, GAMMA, L, EPS, B)
-    b = reduced.reduced_grads(nz, K, V, KS, VS, W, LAM, GAMMA, L, EPS, B, predictors.attention_erf)
+    # one program for both (eagerly, each operation of the gradients compiles alone)
+    @jax.jit
+    def both(key):
+        nz = reduced.reduced_noise(key, D, L, B)
+        return (reduced.reduced_grads(nz, K, V, KS, VS, W, LAM, GAMMA, L, EPS, B),
+                reduced.reduced_grads(nz, K, V, KS, VS, W, LAM, GAMMA, L, EPS, B, predictors.attention_erf))
+
+    a, b = both(jax.random.key(3))
     for x, y in zip(a, b):
         np.testing.assert_allclose(x, y, atol=1e-14)
 
