@@ -37,7 +37,9 @@ def bench(monkeypatch):
 @pytest.mark.parametrize("per_step", [STEP, 0.0])
 def test_per_step_cost_recovered(tmp_path, bench, per_step, capsys):
     import authors_steps
-    res = authors_steps.main(["--authors", str(_fake_authors(tmp_path, per_step)), "--trials", "1",
+    # the least of 3 calls per timing, as the benchmark itself does: a sleep only ever overruns, and
+    # under load a single call's overrun (tens of ms) broke the 25% tolerance of the 0.1 s difference
+    res = authors_steps.main(["--authors", str(_fake_authors(tmp_path, per_step)), "--trials", "3",
                               "--min-seconds", "0.05", "--logs", "5"])
     assert json.loads(capsys.readouterr().out) == res
     assert set(res) == {"fig4a", "fig4b", "fig7a", "fig7b", "fig5"}
