@@ -29,7 +29,6 @@ For the ReLU response with Sigma = Omega = I it is n / (n + 2d + 3 + 4 noise^2) 
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import jax
@@ -38,9 +37,11 @@ import numpy as np
 import optax
 
 from slr import cache
+from slr._threads import pool_map
 from slr._validate import check_int, check_key, check_nonneg, check_positive
 
-__all__ = ["RESPONSES", "INITS", "SETTINGS", "task_of", "optimum", "train_setting", "train_settings", "train_starts", "sample_icl", "lsa_predict", "gd_predict", "gamma_star", "step_star",
+__all__ = ["RESPONSES", "INITS", "SETTINGS", "task_of", "optimum", "train_setting", "train_settings",
+           "train_starts", "sample_icl", "lsa_predict", "gd_predict", "gamma_star", "step_star",
            "gd_risk", "lsa_params_from_gamma", "effective_preconditioner", "lsa_loss", "train_lsa"]
 
 RESPONSES = ("linear", "relu")
@@ -272,16 +273,16 @@ def train_setting(setting: str, *, spectrum, n: int, noise: float, steps: int, b
 
 def train_settings(settings, *, spectrum, n: int, noise: float, steps: int, batch: int, lr: float,
                    repeats: int, init_scale: float, seed: int = 0, use_cache=None) -> dict:
-    """:func:`train_starts` for each setting of ``settings``, two settings at a time on two threads (the
-    settings differ only in traced arrays: one program, compiled once, run on both cores; the numbers
-    of separate calls). Returns {setting: {init: runs of :func:`train_setting`}}."""
+    """:func:`train_starts` for each setting of ``settings``, two settings at a time on two threads
+    (:func:`slr._threads.pool_map`; the settings differ only in traced arrays: one program, compiled
+    once, run on both cores; the numbers of separate calls). Returns {setting: {init: runs of
+    :func:`train_setting`}}."""
     settings = tuple(settings)
     for s in settings:
         task_of(s, spectrum)
     run = lambda s: train_starts(s, spectrum=spectrum, n=n, noise=noise, steps=steps, batch=batch, lr=lr,
                                  repeats=repeats, init_scale=init_scale, seed=seed, use_cache=use_cache)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outs = list(pool.map(run, settings))
+    outs = pool_map(run, settings)
     return {s: {i: {k[len(i) + 1:]: v for k, v in out.items() if k.startswith(i + "_")} for i in INITS}
             for s, out in zip(settings, outs)}
 

@@ -19,9 +19,10 @@ Only the register row enters the prediction: :func:`predict` computes it alone f
 ``u_h = Q_h K_h^T LN(c) / sqrt(p)`` per head (:func:`forward_full`: the whole output, for checking).
 :func:`train`: plain SGD (optax) on the matrices, as in Appendix E.3, not Definition 1's sphere step;
 fresh samples (:func:`slr.task.draws`) at every step of one jitted ``lax.scan``, runs vmapped; float32.
-The step's gradient is written by hand (``slr._transformer_grad``: jax.grad's arithmetic up to round-off, tested
-to 1e-13 in float64), every product a plain row-major matrix product and the informative tokens' layer
-norm from moments shared by the runs (``_signal_ln``): Figure 8's step 15.0 -> 11.2 ms of CPU.
+The step's gradient is written by hand in :mod:`slr._transformer_grad` (jax.grad's arithmetic up to
+round-off, tested to 1e-13 in float64): every product a plain row-major matrix product, and the
+informative tokens' layer norm from moments shared by the runs (``signal_ln``): Figure 8's step 15.0 ->
+11.2 ms of CPU.
 """
 from __future__ import annotations
 
@@ -264,7 +265,8 @@ def _setup(key, q_scale, cfg: TransformerConfig):
 def _step_grad(tr, c, ks, vs, NZ, dr, cfg):
     """The risk's gradient on one step's draws ``dr`` (:func:`slr.task.draws`) for one run (oracle ks,
     vs (n, d)): the samples of :func:`slr.task.assemble` without X (the informative rows LN(X[J]) = S
-    stand in for LN(Z)'s rows at the one-hot positions M (B, L, n)), by :func:`_risk_grad`."""
+    stand in for LN(Z)'s rows at the one-hot positions M (B, L, n)), by
+    :func:`slr._transformer_grad.risk_grad`."""
     _, J, G, xi = dr
     alpha = math.sqrt(cfg.d / 2.0)
     y = (jnp.sum(alpha * jnp.sum(ks * vs, axis=-1) + cfg.gamma * jnp.einsum("bjd,jd->bj", G, vs), axis=-1)
