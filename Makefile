@@ -23,17 +23,26 @@ UNIT   := $(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py -n aut
 HEAVY  := transformer related beyond_open_questions pgd beyond_linear_attention beyond_activations probe proofs
 NBVAL  := $(BIN)/python -m pytest --nbval-lax $(HEAVY:%=book/%.ipynb) book -q -p tests.nbval_cache -n 2
 
-define COURSE
+# The course edition (exercise solutions hidden), built from the same jupyter-cache: its own config and
+# output folder (nothing shared with the book's build but the cache, which both only read once nbval has
+# filled it), then checked and published under _build/html/course/.
+define COURSE_BUILD
 	@mkdir -p _build/course
 	sed -e 's/^\(    hide_solutions:\) false/\1 true/' \
 	    -e 's|^\(    [a-z_]*:\) web/$$|\1 $(CURDIR)/web/|' _config.yml > _build/course/_config.yml
 	grep -q '^    hide_solutions: true' _build/course/_config.yml
 	$(BIN)/jupyter-book build . $(JB_FLAGS) --config _build/course/_config.yml --path-output _build/course
+endef
+define COURSE_PUBLISH
 	@! grep -rl 'class="solution' _build/course/_build/html --include='*.html' || (echo "solutions left in the course build"; false)
 	rm -rf _build/html/course && cp -r _build/course/_build/html _build/html/course
 endef
+define COURSE
+	$(COURSE_BUILD)
+	$(COURSE_PUBLISH)
+endef
 
-.PHONY: install assets chromium graphviz book test unit notebooks browser course pdf colab-check binder-check build-check bench bench-authors clean
+.PHONY: install assets chromium graphviz book test html course-html unit notebooks browser course pdf colab-check binder-check build-check bench bench-authors clean
 
 install: $(STAMP)
 
@@ -67,10 +76,16 @@ book: install assets graphviz
 test: install assets chromium graphviz
 	$(UNIT)
 	$(NBVAL)
-	$(BIN)/jupyter-book build . $(JB_FLAGS)
-	$(COURSE)
+	$(MAKE) --no-print-directory -j2 --output-sync=target html course-html
+	$(COURSE_PUBLISH)
 	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py tests/test_ledger.py -q
 
+## The book's HTML and the course edition's from the executed chapters (the jupyter-cache), no publishing:
+## `make test` builds the two at once, one per core, once nbval has executed every chapter into the cache.
+html: install assets graphviz
+	$(BIN)/jupyter-book build . $(JB_FLAGS)
+course-html: install assets graphviz
+	$(COURSE_BUILD)
 ## The unit suite alone, with its 20 slowest tests (issue 12 asks < 90 s cold on 2 cores; measured alone on
 ## 2026-11-26: about 160 s, most of it XLA compilation).
 unit: install
