@@ -37,7 +37,7 @@ from slr._minimize import bfgs_together
 from slr import gaussian as G
 from slr._validate import (check_int, check_interval, check_key, check_positive,
                            check_positive_array, check_run)
-from slr.overlaps import NAMES, gram_vectors
+from slr.overlaps import NAMES, dist_manifold, gram_vectors
 from slr.risk import closed_form
 
 __all__ = ["swap_theta", "swap_theta_linear", "swap_risk", "swap_risk_linear", "crossover",
@@ -251,8 +251,7 @@ def classify(kappa, nu, theta, eta, rho, *, lam, gamma, d, tol: float = 0.2):
         raise ValueError(f"tol must be in (0, 0.5), got {tol!r}")
     k, n, t, e, r = np.broadcast_arrays(*o)
     ts = swap_theta(lam, gamma=gamma, d=d)
-    near_m = np.sqrt(np.square(t) + np.square(e) + np.square(r))  # dist_manifold, in NumPy
-    oracle = (near_m <= tol) & (np.abs(n) >= 1 - tol) & (k * n > 0)
+    oracle = (dist_manifold(t, e, r) <= tol) & (np.abs(n) >= 1 - tol) & (k * n > 0)
     swap = ((np.abs(e) >= 1 - tol) & (np.maximum(np.maximum(np.abs(k), np.abs(n)), np.abs(r)) <= tol)
             & (t * e > 0) & (np.abs(np.abs(t) - ts) <= tol))
     return np.where(oracle, KINDS[0], np.where(swap, KINDS[1], KINDS[2]))

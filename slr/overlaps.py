@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -37,8 +38,11 @@ def overlaps(k, v, k_star, v_star):
 
 
 def dist_manifold(theta, eta, rho):
-    """Distance to M = {theta = eta = rho = 0}: sqrt(theta^2 + eta^2 + rho^2) (broadcasts; traceable)."""
-    return jnp.sqrt(jnp.square(theta) + jnp.square(eta) + jnp.square(rho))
+    """Distance to M = {theta = eta = rho = 0}: sqrt(theta^2 + eta^2 + rho^2) (broadcasts; traceable).
+    JAX arrays (or tracers) in, a JAX array out; NumPy arrays or floats in, NumPy out, with no program
+    to compile (the same numbers: each operation is correctly rounded either way)."""
+    xp = jnp if any(isinstance(x, jax.Array) for x in (theta, eta, rho)) else np
+    return xp.sqrt(xp.square(theta) + xp.square(eta) + xp.square(rho))
 
 
 def trajectory_gap(a, b):

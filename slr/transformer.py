@@ -270,7 +270,7 @@ def _step_grad(tr, c, ks, vs, NZ, dr, cfg):
     _, J, G, xi = dr
     alpha = math.sqrt(cfg.d / 2.0)
     y = (jnp.sum(alpha * jnp.sum(ks * vs, axis=-1) + cfg.gamma * jnp.einsum("bjd,jd->bj", G, vs), axis=-1)
-         + cfg.eps * xi)                                        # y = sum_j X[J_j].v_star_j + eps xi
+         + cfg.eps * xi)   # sum_j X[J_j].v_star_j + eps xi: assemble's y, expanded (round-off)
     S = _signal_ln(ks, G, alpha, cfg.gamma)                     # LN(X[J]) (B, n, d)
     M = (J[:, None, :] == jnp.arange(cfg.L)[:, None]).astype(G.dtype)
     return _risk_grad(tr, c, NZ, y, M, S)

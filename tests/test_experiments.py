@@ -37,7 +37,7 @@ def test_run_small_override(tmp_path, monkeypatch):
     assert np.max(tr4b.dist_manifold) < 1e-14
 
 
-def test_run_many_is_run_on_two_threads(result_cache):
+def test_run_many_gives_the_runs_one_at_a_time(result_cache):
     reqs = [("fig7b", dict(steps=40, repeats=2, log_every=10)),
             ("fig4b", dict(steps=40, repeats=2, log_every=10))]
     many = E.run_many(*reqs)
