@@ -33,7 +33,13 @@ def pool_map(fn, items, cost=None):
     :func:`slr.cache.bypass` applies in it). XLA releases the GIL while it compiles and runs, so
     independent computations use both cores; the same programs and inputs as one at a time, so the same
     numbers, and a program needed by several calls compiles once. The costliest items (``cost``, one
-    number per item) start first."""
+    number per item) start first.
+
+    Two programs that both make a batched LAPACK call (QR, SVD, Cholesky, eigh...) large enough for
+    jaxlib 0.10 to split it over XLA's thread pool deadlock: each blocks one of the pool's two threads
+    waiting for chunks queued on it (measured: Figure 8's layer, whose log takes an SVD of each run's Q,
+    hangs as two halves). Call such factorisations matrix by matrix (``slr.reduced._one_at_a_time``)
+    in programs run here."""
     items = list(items)
     workers = min(2, len(items), os.cpu_count() or 1)
     if workers <= 1:

@@ -135,11 +135,30 @@ def reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch, f=None):
     return Q.T @ gk_in + g[0], Q.T @ gv_in + g[1]
 
 
+def _one_at_a_time(fn):
+    """``fn`` (a LAPACK factorisation of one matrix) whose vmap calls LAPACK matrix by matrix
+    (``lax.map``) instead of once on the batch: the same numbers (jaxlib factorises a batch matrix by
+    matrix), and never jaxlib 0.10's thread-pool split of a large batch, which deadlocks when two
+    programs run on the two threads of :func:`slr.sgd.train` (each blocks a thread of XLA's two-thread
+    pool while waiting for chunks queued on it: measured, d = 80 with 32 runs per half)."""
+    wrapped = jax.custom_batching.custom_vmap(fn)
+
+    @wrapped.def_vmap
+    def _rule(axis_size, in_batched, x):
+        return (jax.lax.map(wrapped, x), True) if in_batched[0] else (wrapped(x), False)
+
+    return wrapped
+
+
+_q_factor = _one_at_a_time(lambda a: jnp.linalg.qr(a)[0])
+_r_factor = _one_at_a_time(lambda a: jnp.linalg.qr(a, mode="r"))
+
+
 def frame(vectors):
     """An orthonormal frame (D, d) whose span holds the D vectors (D, d) (D <= d): the Q factor of
     their Householder QR, orthonormal even when the vectors are linearly dependent (then the frame
     holds directions beyond their span, chosen by the vectors alone). Traceable; no checks."""
-    return jnp.linalg.qr(vectors.T)[0].T
+    return _q_factor(vectors.T).T
 
 
 def multi_noise(key, d, L, batch, D, H, n, shared):
@@ -208,6 +227,6 @@ def multi_grads(noise, k, v, ks, vs, lam, gamma, eps, shared):
     c = coef * sig[None, :, None]  # (B, L, 2H)
     merged = jnp.zeros_like(c).at[:, 0].set(jnp.sum(c[:, :n], axis=1)).at[:, n:].set(c[:, n:])
     c = jnp.where(shared, merged, c).reshape(-1, 2 * H)  # shared: one source for tokens 0..n-1
-    g = jnp.linalg.qr(c, mode="r").T @ Z  # (2H, d): covariance R^T R = c^T c
+    g = _r_factor(c).T @ Z  # (2H, d): covariance R^T R = c^T c
     g = g - (g @ Q.T) @ Q
     return gk + g[:H], gv + g[H:]
