@@ -14,7 +14,7 @@ import contextvars
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["one_blas_thread", "pool_map"]
+__all__ = ["one_blas_thread", "pool_map", "matrix_by_matrix"]
 
 
 def one_blas_thread():
@@ -37,9 +37,9 @@ def pool_map(fn, items, cost=None):
 
     Two programs that both make a batched LAPACK call (QR, SVD, Cholesky, eigh...) large enough for
     jaxlib 0.10 to split it over XLA's thread pool deadlock: each blocks one of the pool's two threads
-    waiting for chunks queued on it (measured: Figure 8's layer, whose log takes an SVD of each run's Q,
-    hangs as two halves). Call such factorisations matrix by matrix (``slr.reduced._one_at_a_time``)
-    in programs run here."""
+    waiting for chunks queued on it (measured: Figure 10's layer, whose logs take an SVD of each run's
+    Q, hung as two halves on two threads; so did the reduced sampler's QR with 32 runs of d = 80 per
+    half). Call such factorisations through :func:`matrix_by_matrix` in programs run here."""
     items = list(items)
     workers = min(2, len(items), os.cpu_count() or 1)
     if workers <= 1:
@@ -48,3 +48,25 @@ def pool_map(fn, items, cost=None):
     with ThreadPoolExecutor(workers) as ex:
         futures = {i: ex.submit(contextvars.copy_context().run, fn, items[i]) for i in order}
         return [futures[i].result() for i in range(len(items))]
+
+
+def matrix_by_matrix(fn):
+    """``fn`` (a LAPACK factorisation of one matrix (m, n), traceable) on arrays (..., m, n), vmapped or
+    not, calling LAPACK on one matrix at a time (``lax.map``) instead of once on the whole batch: the
+    same numbers (jaxlib factorises a batch matrix by matrix), and never jaxlib 0.10's split of a large
+    batch over XLA's thread pool, which deadlocks when two programs both do it at once (:func:`pool_map`;
+    measured: sgd.train's halves of 32 runs of d = 80 hung)."""
+    import jax
+
+    def each(a):
+        out = jax.lax.map(fn, a.reshape((-1,) + a.shape[-2:]))
+        return jax.tree.map(lambda o: o.reshape(a.shape[:-2] + o.shape[1:]), out)
+
+    wrapped = jax.custom_batching.custom_vmap(each)
+
+    @wrapped.def_vmap
+    def _rule(axis_size, in_batched, x):  # the batch axis leads: one more leading dimension
+        out = wrapped(x)
+        return out, jax.tree.map(lambda _: bool(in_batched[0]), out)
+
+    return wrapped

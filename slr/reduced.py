@@ -31,6 +31,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from slr._threads import matrix_by_matrix
 from slr.predictors import attention_erf
 
 __all__ = ["loss", "fallback_directions", "reduced_noise", "projection_coefficients", "reduced_grads", "frame", "multi_noise",
@@ -135,23 +136,9 @@ def reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch, f=None):
     return Q.T @ gk_in + g[0], Q.T @ gv_in + g[1]
 
 
-def _one_at_a_time(fn):
-    """``fn`` (a LAPACK factorisation of one matrix) whose vmap calls LAPACK matrix by matrix
-    (``lax.map``) instead of once on the batch: the same numbers (jaxlib factorises a batch matrix by
-    matrix), and never jaxlib 0.10's thread-pool split of a large batch, which deadlocks when two
-    programs run on the two threads of :func:`slr.sgd.train` (each blocks a thread of XLA's two-thread
-    pool while waiting for chunks queued on it: measured, d = 80 with 32 runs per half)."""
-    wrapped = jax.custom_batching.custom_vmap(fn)
-
-    @wrapped.def_vmap
-    def _rule(axis_size, in_batched, x):
-        return (jax.lax.map(wrapped, x), True) if in_batched[0] else (wrapped(x), False)
-
-    return wrapped
-
-
-_q_factor = _one_at_a_time(lambda a: jnp.linalg.qr(a)[0])
-_r_factor = _one_at_a_time(lambda a: jnp.linalg.qr(a, mode="r"))
+# LAPACK matrix by matrix (slr._threads.matrix_by_matrix: no deadlock when sgd.train runs two halves at once)
+_q_factor = matrix_by_matrix(lambda a: jnp.linalg.qr(a)[0])
+_r_factor = matrix_by_matrix(lambda a: jnp.linalg.qr(a, mode="r"))
 
 
 def frame(vectors):
