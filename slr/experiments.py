@@ -286,7 +286,9 @@ def run_many(*requests):
     """``[run(name, **overrides) for name, overrides in requests]``, computed on up to two threads (XLA
     releases the GIL while it compiles and runs: independent experiments use both cores; the same
     programs and inputs as one at a time, so the same numbers). Each request is a name or a pair
-    ``(name, overrides)``; the cache and :func:`slr.cache.bypass` apply to each as in :func:`run`."""
+    ``(name, overrides)``; the cache and :func:`slr.cache.bypass` apply to each as in :func:`run`.
+    Not for "fig8" with "fig10": the Transformer's logs take batched SVDs that jaxlib 0.10 may split over
+    XLA's thread pool, and two such programs at once can deadlock (:func:`slr._threads.pool_map`)."""
     reqs = [(r, {}) if isinstance(r, str) else (r[0], dict(r[1])) for r in requests]
     for name, overrides in reqs:
         config(name, **{k: v for k, v in overrides.items() if k != "seed"})  # all checked first

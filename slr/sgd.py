@@ -39,9 +39,10 @@ _BLOCK = 50  # steps whose draws are made at once (reduced sampler; 50 and 200 m
 _UNROLL = 4  # inner-loop unrolling of the steps (fig5: 0.33 ms per step of 30 repeats, 1: 0.44 ms)
 _UNROLL_MULTI = 1  # several heads, reduced: unrolling multiplies the compilation time
 #: runs x steps from which :func:`train` runs the two halves of an even number of runs on two threads
-#: (XLA releases the GIL: about 1.5x faster on two cores). The same numbers for oracles per run;
-#: with one oracle shared by the runs, the test losses move at round-off (1e-15): their product with
-#: the shared test batch is one matrix product whose summation order depends on the number of runs.
+#: (XLA releases the GIL; measured cold: Figure 9's cell 96 -> 70 s, Figure 5 50 -> 42 s). The same
+#: numbers for oracles per run; with one oracle shared by the runs, the test losses move at round-off
+#: (1e-15): their product with the shared test batch is one matrix product whose summation order
+#: depends on the number of runs.
 _HALVES_MIN = 100_000
 _LOGS = ("kappa", "nu", "theta", "eta", "rho", "excess_risk")
 
