@@ -14,7 +14,8 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.manifold`    the map on M (Lemma 7), fixed points (Props. 9-10), Jacobian (Prop. 12), Hessian, step-size bound
 - :mod:`slr.experiments` the paper's figures as named frozen configurations
 - :mod:`slr.sentences`   the sentence sets of the probing experiment (Appendix E.1)
-- :mod:`slr.probe`       the [CLS] probing experiment of Section 2.2 (Figure 1(b)): encoder, [CLS] states, probes
+- :mod:`slr.encoder`     the pretrained encoder of Section 2.2, loaded offline: [CLS] states at every layer
+- :mod:`slr.probe`       the [CLS] probing experiment of Section 2.2 (Figure 1(b)): memoised states, probes
 - :mod:`slr.transformer` a Transformer layer with a register token (Appendix E.3, Figures 8 and 10)
 - :mod:`slr.multihead`   Figure 9's configuration (Eq. 31 trained by :mod:`slr.sgd`)
 - :mod:`slr.baselines`   the diagonal MLP of the related-models appendix, trained on the attention trainer's batches
@@ -22,6 +23,7 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.icl_check`   Monte Carlo least squares over every linear self-attention layer (the optima checked)
 - :mod:`slr.tuning`      the best inverse temperature at the oracle by 1-D minimisation; activations trained side by side
 - :mod:`slr.recovery`    recovery from uniform starts: the temperature map, the time to recover against d
+- :mod:`slr.flow`        the gradient flow of Definition 1 in the five overlaps (its alpha -> 0 limit), any d
 - :mod:`slr.appendix_f`  the related-models appendix: attention against the diagonal MLP, both tuned
 - :mod:`slr.landscape`   the risk off the manifold: the role-swapped stationary point, lambda_c(d)
 - :mod:`slr.montecarlo`  the one Monte Carlo risk estimator (batched over points and lambda)

@@ -1,5 +1,6 @@
 """Two heads of Eq. (31) on two-location regression (Eq. 30): Figure 9's configurations, the
-classification of a run's end state, and the authors' printed final key alignments.
+classification of a run's end state, the authors' printed final key alignments, and the open question
+of the angle between the two keys (:class:`AngleConfig`, experiment ``open-angle``).
 
 The predictor is :func:`slr.predictors.attention_multihead` (Eq. 31); the trainer is the book's one
 stochastic PGD, :func:`slr.sgd.train` (the Riemannian step of Definition 1, head by head), with the
@@ -17,7 +18,7 @@ from slr import pgd, sgd, task
 from slr._validate import check_int, check_nonneg, check_positive
 
 __all__ = ["MultiHeadConfig", "SHORT_SCHEDULE", "AUTHORS", "train", "simulate", "PATTERNS", "ALIGNED",
-           "OFF", "end_states", "AUTHORS_FIG9_FINALS"]
+           "OFF", "end_states", "AUTHORS_FIG9_FINALS", "AngleConfig", "angle_heads"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,3 +145,59 @@ AUTHORS_FIG9_FINALS = np.array([
     0.521, 0.044, 0.066, 0.459, 0.088, 0.741, 0.018, 0.769, 0.101, 0.739, 0.033, 0.756,
     0.045, 0.083, 0.051, 0.017, 0.745, 0.056, 0.752, 0.044, 0.052, 0.467, 0.447, 0.065,
     0.119, 0.042, 0.008, 0.005, 0.463, 0.077, 0.050, 0.521]).reshape(20, 2, 2)
+
+
+# --- The open question of the angle between the keys (beyond_open_questions; run("open-angle")) ------
+@dataclasses.dataclass(frozen=True)
+class AngleConfig:
+    """Two heads of Eq. (31) trained by stochastic PGD (:func:`slr.sgd.train`, H = 2) on two-location
+    regression (Eq. 30) whose two key (``which="k"``) or value (``"v"``) directions meet at an angle phi
+    (:func:`slr.task.oracle_at_angle`), ``repeats`` runs per angle, each with its own oracle and start.
+    The defaults are Figure 9's settings: d = 80, L = 10, gamma^2 = 1/2, eps = 0.1, batch 5, 100 000
+    steps, alpha = 1e-3, lam_t = 2 / (1 + 2e-4 min(t, 25 000)). ``sampler`` is passed to sgd.train."""
+    phis_deg: tuple = (90.0, 60.0, 30.0)
+    which: str = "k"
+    d: int = 80
+    L: int = 10
+    gamma: float = math.sqrt(0.5)
+    eps: float = 0.1
+    batch: int = 5
+    steps: int = 100_000
+    alpha: float = 1e-3
+    lam0: float = 2.0
+    lam_decay: float = 2e-4
+    lam_freeze: int = 25_000
+    repeats: int = 8
+    log_every: int = 1000
+    n_test: int = 1000
+    sampler: str = "reduced"                 # exact in law (slr.reduced)
+
+    def validate(self) -> "AngleConfig":
+        if self.which not in ("k", "v"):
+            raise ValueError(f"which must be 'k' or 'v', got {self.which!r}")
+        if self.sampler not in sgd.SAMPLERS:
+            raise ValueError(f"sampler must be one of {sgd.SAMPLERS}, got {self.sampler!r}")
+        for x in self.phis_deg:
+            if not 0 < x <= 90:
+                raise ValueError(f"phis_deg must be in (0, 90], got {x!r}")
+        for name in ("d", "L", "batch", "steps", "repeats", "log_every", "n_test", "lam_freeze"):
+            check_int(name, getattr(self, name))
+        for name in ("gamma", "alpha", "lam0"):
+            check_positive(name, getattr(self, name))
+        check_nonneg("eps", self.eps)
+        check_nonneg("lam_decay", self.lam_decay)
+        return self
+
+
+def angle_heads(cfg: AngleConfig, seed: int) -> dict:
+    """``cfg.repeats`` runs per angle of :class:`AngleConfig` (angle-major): the :class:`slr.sgd.TrainLog`
+    as a dict (overlaps of shape (R, T, H, H), test excess risk (R, T)) and ``phi_deg`` (R,)."""
+    k_oracle, k_init, k_train = jax.random.split(jax.random.key(seed), 3)
+    phis = np.repeat(np.asarray(cfg.phis_deg, dtype=float), cfg.repeats)
+    oracles = task.oracle_at_angle(k_oracle, cfg.d, np.deg2rad(phis), which=cfg.which)
+    k0, v0 = pgd.init_sphere(k_init, cfg.d, len(phis), H=2)
+    lam = pgd.InverseTime(cfg.lam0, cfg.lam_decay, cfg.lam_freeze)
+    log = sgd.train(k_train, k0, v0, *oracles, lam=lam, alpha=cfg.alpha, steps=cfg.steps, batch=cfg.batch,
+                    gamma=cfg.gamma, L=cfg.L, eps=cfg.eps, log_every=cfg.log_every, n_test=cfg.n_test,
+                    sampler=cfg.sampler)
+    return dict(log.to_dict(), phi_deg=phis)

@@ -9,6 +9,9 @@ instead of executing the chapter a second time; a chapter edited after the nbval
 is executed by the build as usual. A notebook with a failed or skipped cell is never cached. nbval
 executes cells without storing the history, so a trailing `;` would not hide a cell's result: the plugin
 runs cells with the history stored, as Jupyter and the build do.
+
+With ``--skip-cached`` (`make book`) the notebooks already in the cache (matched as the build matches them)
+are left out: a second `make book` executes only the chapters edited since.
 """
 from __future__ import annotations
 
@@ -124,6 +127,29 @@ def _execute_as_jupyter(self, cell_input, allow_stdin=None):
     """nbval's kernel call, with the history stored as Jupyter (and the book build's nbclient) do: a cell
     ending in `;` shows no result, and execution counts advance."""
     return self.kc.execute(cell_input, store_history=True, allow_stdin=allow_stdin, stop_on_error=False)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--skip-cached", action="store_true", default=False,
+                     help="leave out the notebooks whose execution the book's jupyter-cache already holds")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--skip-cached"):
+        return
+    from jupyter_cache import get_cache
+
+    cache, cached = get_cache(str(_cache_dir(config))), {}
+    for path in {str(item.path) for item in items}:
+        try:
+            cache.match_cache_notebook(nbformat.read(path, as_version=4))
+            cached[path] = True
+        except KeyError:
+            cached[path] = False
+    drop = [item for item in items if cached[str(item.path)]]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [item for item in items if not cached[str(item.path)]]
 
 
 def pytest_configure(config):

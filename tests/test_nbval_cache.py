@@ -21,11 +21,11 @@ def _notebook(path, *sources):
     return nb
 
 
-def _nbval(project, name):
+def _nbval(project, name, *more):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "--nbval-lax", name, "-q", "-p", "tests.nbval_cache",
-         "-p", "no:cacheprovider", "--rootdir", str(project), "-c", str(project / "pytest.ini")],
+         "-p", "no:cacheprovider", "--rootdir", str(project), "-c", str(project / "pytest.ini"), *more],
         cwd=project, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -36,6 +36,7 @@ def test_passing_chapter_is_cached_failing_one_is_not(tmp_path):
     bad = _notebook(tmp_path / "bad.ipynb", "print('before')", "raise ValueError('boom')")
     run = _nbval(tmp_path, ".")
     assert run.returncode == 1, run.stdout + run.stderr  # bad.ipynb fails, good.ipynb passes
+    assert "deselected" not in run.stdout    # control for --skip-cached below: an empty cache skips nothing
     cache = get_cache(str(tmp_path / "_build" / "jc"))
     record = cache.match_cache_notebook(good)
     assert record.data["execution_seconds"] > 0
@@ -47,6 +48,9 @@ def test_passing_chapter_is_cached_failing_one_is_not(tmp_path):
     assert code[2].outputs == []                             # a trailing `;` hides it, as in Jupyter
     with pytest.raises(KeyError):  # control: the failing chapter is never cached
         cache.match_cache_notebook(bad)
+    again = _nbval(tmp_path, "good.ipynb", "bad.ipynb", "--skip-cached")  # make book: no second run
+    assert again.returncode == 1, again.stdout + again.stderr    # bad.ipynb's two cells run again
+    assert "1 failed, 1 passed, 3 deselected" in again.stdout, again.stdout  # good.ipynb's three do not
     edited = _notebook(tmp_path / "good.ipynb", "x = 6 * 7\nprint(x)", "x + 1", "x + 3;")
     with pytest.raises(KeyError):  # control: an edited chapter no longer matches its old execution
         cache.match_cache_notebook(edited)

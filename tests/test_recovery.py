@@ -5,6 +5,7 @@ import jax
 import numpy as np
 import pytest
 
+from slr import flow as FL
 from slr import recovery as RC
 from slr.risk import oracle_risk
 
@@ -100,23 +101,23 @@ def test_overlap_flow_is_the_small_step_limit_of_one_pgd_step():
     tr = pgd_overlaps(o, lam0=0.3, alpha=a, d=50.0, steps=4, gamma=G, L=10, log_every=1)
     for i in range(4):
         fd = (np.array([getattr(tr, f)[i, 1] for f in NAMES]) - o[:, i]) / a
-        flow = RC.overlap_flow(o[:, i], lam=0.3, d=50.0, gamma=G, L=10)
+        flow = FL.overlap_flow(o[:, i], lam=0.3, d=50.0, gamma=G, L=10)
         assert np.allclose(fd, flow, rtol=1e-4, atol=1e-5), (fd, flow)
     with pytest.raises(ValueError, match="lam"):
-        RC.overlap_flow(o[:, 0], lam=0.0, d=50.0, gamma=G, L=10)
+        FL.overlap_flow(o[:, 0], lam=0.0, d=50.0, gamma=G, L=10)
     with pytest.raises(ValueError, match="d must"):
-        RC.flow_overlaps(o, lam=0.3, d=0.5, horizon=1.0, n_logs=2, gamma=G, L=10)
+        FL.flow_overlaps(o, lam=0.3, d=0.5, horizon=1.0, n_logs=2, gamma=G, L=10)
     with pytest.raises(ValueError, match="method"):
         RC.DimensionConfig(method="euler").validate()
 
 
 @pytest.fixture
 def flow_block_32(monkeypatch):
-    """flow_overlaps pads its runs to a multiple of RC._FLOW_BLOCK (256: one compilation for every
+    """flow_overlaps pads its runs to a multiple of FL._FLOW_BLOCK (256: one compilation for every
     sweep of the chapter); the tests below solve 4 to 32 runs, so a block of 32 evaluates the field
     and its Jacobian on 8 to 64 times fewer rows. Each run is its own row of a vmap (the padding
     rows are dropped), so the solution does not depend on the block."""
-    monkeypatch.setattr(RC, "_FLOW_BLOCK", 32)
+    monkeypatch.setattr(FL, "_FLOW_BLOCK", 32)
 
 
 def test_flow_is_the_trajectory_of_pgd_at_small_steps(flow_block_32):
@@ -124,7 +125,7 @@ def test_flow_is_the_trajectory_of_pgd_at_small_steps(flow_block_32):
     d = 316
     o = RC.sphere_overlaps(jax.random.fold_in(jax.random.key(0), d), d, 4)
     kw = dict(d=float(d), horizon=2.0, n_logs=4, gamma=G, L=10)
-    fl = RC.flow_overlaps(o, lam=2 / math.sqrt(d), rtol=1e-10, atol=1e-12, **kw)
+    fl = FL.flow_overlaps(o, lam=2 / math.sqrt(d), rtol=1e-10, atol=1e-12, **kw)
     gap = []
     for a in (0.1 / d, 0.01 / d):
         pg = RC._run_to(o, lam0=2 / math.sqrt(d), c_time=0.0, alpha=a, **kw)
@@ -170,7 +171,7 @@ def test_flow_first_passage_matches_pgd_at_the_chapter_step(flow_block_32):
     o = np.concatenate([np.stack(s) for _ in cases for s in starts], axis=1)
     lam, dd = (np.repeat([f(ell, scale, d) for ell, scale in cases for d in ds], 8)
                for f in (lambda ell, scale, d: ell / math.sqrt(d), lambda ell, scale, d: scale * d))
-    r = RC.flow_overlaps(tuple(o), lam=lam, d=dd, horizon=40.0, n_logs=200, gamma=G, L=10)
+    r = FL.flow_overlaps(tuple(o), lam=lam, d=dd, horizon=40.0, n_logs=200, gamma=G, L=10)
     for c, (ell, scale) in enumerate(cases):
         wrong = {k: v.reshape(len(cases), len(ds), 8, -1)[c] for k, v in r.items() if k != "time"}
         wrong["lam"] = pg["lam"]
