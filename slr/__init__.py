@@ -20,6 +20,7 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.multihead`   Figure 9's configuration (Eq. 31 trained by :mod:`slr.sgd`)
 - :mod:`slr.baselines`   the diagonal MLP of the related-models appendix, trained on the attention trainer's batches
 - :mod:`slr.icl`         in-context linear regression and one-layer linear self-attention: the optima of each setting
+- :mod:`slr.icl_train`   the linear self-attention layer trained by Adam from a random or a one-step-GD start
 - :mod:`slr.icl_check`   Monte Carlo least squares over every linear self-attention layer (the optima checked)
 - :mod:`slr.tuning`      the best inverse temperature at the oracle by 1-D minimisation; activations trained side by side
 - :mod:`slr.recovery`    recovery from uniform starts: the temperature map, the time to recover against d

@@ -1,7 +1,7 @@
 """In-context linear regression and one layer of linear self-attention (LSA).
 
 Defined for the chapter ``book/beyond_linear_attention.ipynb`` (a contrast with single-location
-regression: a task that a *linear* attention layer does solve).
+regression: a task that a *linear* attention layer does solve); its training is :mod:`slr.icl_train`.
 
 The task: a prompt holds ``n`` pairs (x_i, y_i) and a query x_q, with x_i, x_q ~ N(0, Sigma),
 w ~ N(0, Omega) (``w_cov``; the identity when None) and y = f(x) + noise * xi, where f(x) = w^T x
@@ -34,18 +34,14 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-from slr import cache
-from slr._threads import pool_map
-from slr._validate import check_int, check_key, check_nonneg, check_positive
+from slr._validate import check_int, check_key, check_nonneg
 
-__all__ = ["RESPONSES", "INITS", "SETTINGS", "task_of", "optimum", "train_setting", "train_settings",
-           "train_starts", "sample_icl", "lsa_predict", "gd_predict", "gamma_star", "step_star",
-           "gd_risk", "lsa_params_from_gamma", "effective_preconditioner", "lsa_loss", "train_lsa"]
+__all__ = ["RESPONSES", "SETTINGS", "task_of", "optimum", "sample_icl", "sample", "lsa_predict", "gd_predict",
+           "gamma_star", "step_star", "gd_risk", "lsa_params_from_gamma", "effective_preconditioner",
+           "lsa_loss", "check_task"]
 
 RESPONSES = ("linear", "relu")
-INITS = ("random", "gd")
 #: The settings of the chapter: name -> (covariates anisotropic, weights' covariance, response).
 #: "isotropic": Sigma = Omega = I; "preconditioned": Omega = Sigma^{-1} (Mahankali et al.);
 #: "ahn": Omega = I under anisotropic Sigma (Ahn et al.); "relu": Sigma = Omega = I, y = ReLU(w^T x) + noise.
@@ -212,114 +208,3 @@ def effective_preconditioner(params):
 def lsa_loss(params, X, y, x_q, y_q):
     """Mean squared error of the layer on a batch of prompts."""
     return jnp.mean(jnp.square(y_q - lsa_predict(params, X, y, x_q)))
-
-
-def train_lsa(key, *, cov, n: int, noise: float = 0.0, w_cov=None, response="linear", steps: int, batch: int,
-              lr: float, repeats: int = 1, init_scale: float = 0.1, init="random"):
-    """Train the LSA layer (p, Q) by Adam (cosine-decayed step from lr to 0) on fresh prompts at each
-    step; repeats vmapped, lax.scan.
-
-    ``init="random"``: every entry of p and Q i.i.d. N(0, init_scale^2). ``init="gd"``: the start of
-    Zhang, Frei and Bartlett (2024), p = init_scale e_{d+1}, Q = init_scale [Theta Theta^T; 0] with
-    Theta a Gaussian (d, d) matrix scaled to ||Theta Theta^T||_F = 1: a layer of the one-step-GD form.
-
-    Returns NumPy arrays: ``p`` (repeats, d+1), ``Q`` (repeats, d+1, d), ``loss`` (repeats, steps).
-    """
-    check_key("key", key)
-    n, steps, batch, repeats = (check_int(k, v) for k, v in (("n", n), ("steps", steps), ("batch", batch),
-                                                             ("repeats", repeats)))
-    check_nonneg("noise", noise)
-    check_positive("lr", lr)
-    check_positive("init_scale", init_scale)
-    inits = tuple(init) if isinstance(init, (tuple, list)) else (init,)
-    for i in inits:
-        if i not in INITS:
-            raise ValueError(f"init must be one of {INITS} (or a tuple of them), got {init!r}")
-    cov, w_cov, response = check_task(cov, w_cov, response)
-    chols = map(jnp.asarray, map(np.linalg.cholesky, (cov, w_cov)))
-    out = _train(key, *chols, float(noise), float(lr), float(init_scale), jnp.asarray([i == "gd" for i in inits]),
-                 n=n, steps=steps, batch=batch, repeats=repeats, response=response)
-    out = {i: {name: np.asarray(x[:, j]) for name, x in out.items()} for j, i in enumerate(inits)}
-    return out if isinstance(init, (tuple, list)) else out[init]
-
-
-@cache.memoized
-def train_starts(setting: str, *, spectrum, n: int, noise: float, steps: int, batch: int, lr: float,
-                 repeats: int, init_scale: float, seed: int = 0) -> dict:
-    """:func:`train_lsa` in a setting of :data:`SETTINGS` from ``jax.random.key(seed)`` and from both starts
-    of :data:`INITS` at once (a run of either start sees the same prompts: one draw serves both), memoised
-    on disk. Keys ``<init>_<name>``: ``p``, ``Q``, ``loss`` of :func:`train_lsa`, the learned
-    preconditioners ``A`` (repeats, d, d) and the leftovers ``residual`` (repeats,) of
-    :func:`effective_preconditioner`."""
-    out = train_lsa(jax.random.key(seed), n=n, noise=noise, steps=steps, batch=batch, lr=lr, repeats=repeats,
-                    init=INITS, init_scale=init_scale, **task_of(setting, spectrum))
-    res = {}
-    for i, o in out.items():
-        A, residual = effective_preconditioner(o)
-        res.update({f"{i}_{k}": v for k, v in {**o, "A": np.asarray(A), "residual": np.asarray(residual)}.items()})
-    return res
-
-
-def train_setting(setting: str, *, spectrum, n: int, noise: float, steps: int, batch: int, lr: float,
-                  repeats: int, init: str, init_scale: float, seed: int = 0, use_cache=None) -> dict:
-    """The runs of :func:`train_starts` from the start ``init``: ``p``, ``Q``, ``loss``, ``A``, ``residual``
-    (both starts are trained, and stored, together: the second start is then read from the cache)."""
-    if init not in INITS:
-        raise ValueError(f"init must be one of {INITS}, got {init!r}")
-    out = train_starts(setting, spectrum=spectrum, n=n, noise=noise, steps=steps, batch=batch, lr=lr,
-                       repeats=repeats, init_scale=init_scale, seed=seed, use_cache=use_cache)
-    return {k[len(init) + 1:]: v for k, v in out.items() if k.startswith(init + "_")}
-
-
-def train_settings(settings, *, spectrum, n: int, noise: float, steps: int, batch: int, lr: float,
-                   repeats: int, init_scale: float, seed: int = 0, use_cache=None) -> dict:
-    """:func:`train_starts` for each setting of ``settings``, two settings at a time on two threads
-    (:func:`slr._threads.pool_map`; the settings differ only in traced arrays: one program, compiled
-    once, run on both cores; the numbers of separate calls). Returns {setting: {init: runs of
-    :func:`train_setting`}}."""
-    settings = tuple(settings)
-    for s in settings:
-        task_of(s, spectrum)
-    run = lambda s: train_starts(s, spectrum=spectrum, n=n, noise=noise, steps=steps, batch=batch, lr=lr,
-                                 repeats=repeats, init_scale=init_scale, seed=seed, use_cache=use_cache)
-    outs = pool_map(run, settings)
-    return {s: {i: {k[len(i) + 1:]: v for k, v in out.items() if k.startswith(i + "_")} for i in INITS}
-            for s, out in zip(settings, outs)}
-
-
-def _init(key, d, scale, gd):
-    """Both starts from ``key``, the one of ``gd`` (a traced bool) kept: one program for both."""
-    kp, kq = jax.random.split(key)
-    T = jax.random.normal(kq, (d, d), dtype=jnp.float64)
-    T = T @ T.T
-    start_gd = {"p": scale * jnp.zeros(d + 1).at[d].set(1.0),
-                "Q": scale * jnp.concatenate([T / jnp.linalg.norm(T), jnp.zeros((1, d))])}
-    start_random = {"p": scale * jax.random.normal(kp, (d + 1,), dtype=jnp.float64),
-                    "Q": scale * jax.random.normal(kq, (d + 1, d), dtype=jnp.float64)}
-    return jax.tree_util.tree_map(lambda a, b: jnp.where(gd, a, b), start_gd, start_random)
-
-
-@partial(jax.jit, static_argnames=("n", "steps", "batch", "repeats", "response"))
-def _train(key, chol, chol_w, noise, lr, init_scale, gd, *, n, steps, batch, repeats, response):
-    d = chol.shape[0]
-    opt = optax.adam(optax.cosine_decay_schedule(lr, steps))
-
-    def one_run(kr):  # every start of ``gd`` (I,) on the same prompts
-        kinit, kdata = jax.random.split(kr)
-        params = jax.vmap(lambda g: _init(kinit, d, init_scale, g))(gd)
-
-        def update(params, state, X, y, x_q, y_q):
-            loss, g = jax.value_and_grad(lsa_loss)(params, X, y, x_q, y_q)
-            upd, state = opt.update(g, state, params)
-            return optax.apply_updates(params, upd), state, loss
-
-        def step(carry, kb):
-            X, y, x_q, y_q, _ = sample(kb, chol, chol_w, noise, batch=batch, n=n, response=response)
-            params, state, loss = jax.vmap(update, (0, 0) + (None,) * 4)(*carry, X, y, x_q, y_q)
-            return (params, state), loss
-
-        carry = (params, jax.vmap(opt.init)(params))
-        (params, _), loss = jax.lax.scan(step, carry, jax.random.split(kdata, steps))
-        return {"p": params["p"], "Q": params["Q"], "loss": loss.T}      # (I, ...) each
-
-    return jax.vmap(one_run)(jax.random.split(key, repeats))

@@ -2,7 +2,7 @@ import jax
 import numpy as np
 import pytest
 
-from slr import icl
+from slr import icl, icl_train
 
 
 def test_shapes():
@@ -28,7 +28,7 @@ def test_gamma_star_isotropic_is_eta_star():
 
 
 def test_training_approaches_gamma_star():
-    out = icl.train_lsa(jax.random.key(0), cov=np.eye(3), n=10, steps=400, batch=128, lr=1e-2, repeats=1)
+    out = icl_train.train_lsa(jax.random.key(0), cov=np.eye(3), n=10, steps=400, batch=128, lr=1e-2, repeats=1)
     assert out["loss"][0, -50:].mean() < 0.6 * out["loss"][0, :50].mean()
     A, _ = icl.effective_preconditioner({"p": out["p"][0], "Q": out["Q"][0]})
     G = icl.gamma_star(np.eye(3), n=10)
@@ -91,7 +91,7 @@ def test_relu_step_matches_monte_carlo():
 
 
 def test_gd_start_is_a_one_step_gd_layer():
-    out = icl.train_lsa(jax.random.key(0), cov=np.eye(3), n=5, steps=1, batch=4, lr=1e-14, init="gd", repeats=2)
+    out = icl_train.train_lsa(jax.random.key(0), cov=np.eye(3), n=5, steps=1, batch=4, lr=1e-14, init="gd", repeats=2)
     A, res = icl.effective_preconditioner(out)
     assert np.all(np.asarray(res) < 1e-12)
     for a in np.asarray(A):   # p_y Q_x = 0.1^2 Theta Theta^T / |Theta Theta^T|: symmetric, PSD, norm 0.01
@@ -109,16 +109,16 @@ def test_task_of_validation(kwargs, name):
 
 def test_train_validation():
     with pytest.raises(ValueError, match="init"):
-        icl.train_lsa(jax.random.key(0), cov=np.eye(2), n=3, steps=1, batch=2, lr=0.1, init="zeros")
+        icl_train.train_lsa(jax.random.key(0), cov=np.eye(2), n=3, steps=1, batch=2, lr=0.1, init="zeros")
     with pytest.raises(ValueError, match="response"):
         icl.sample_icl(jax.random.key(0), 2, cov=np.eye(2), n=3, response="cubic")
 
 
 def test_both_starts_in_one_program_are_the_separate_runs():
     kw = dict(cov=np.diag([2.0, 1.0, 0.5]), n=5, noise=0.1, steps=30, batch=16, lr=1e-2, repeats=2)
-    both = icl.train_lsa(jax.random.key(3), init=("gd", "random"), **kw)
+    both = icl_train.train_lsa(jax.random.key(3), init=("gd", "random"), **kw)
     for init in ("gd", "random"):
-        one = icl.train_lsa(jax.random.key(3), init=init, **kw)
+        one = icl_train.train_lsa(jax.random.key(3), init=init, **kw)
         for name in ("p", "Q", "loss"):
             np.testing.assert_allclose(both[init][name], one[name], rtol=0, atol=1e-13)
     assert not np.allclose(both["gd"]["Q"], both["random"]["Q"])
@@ -126,24 +126,24 @@ def test_both_starts_in_one_program_are_the_separate_runs():
 
 def test_train_setting_reads_its_start_of_train_starts(result_cache):
     kw = dict(spectrum=(2.0, 1.0), n=4, noise=0.1, steps=5, batch=8, lr=1e-2, repeats=2, init_scale=0.1)
-    both = icl.train_starts("ahn", **kw)
-    for init in icl.INITS:
-        one = icl.train_setting("ahn", init=init, **kw)
+    both = icl_train.train_starts("ahn", **kw)
+    for init in icl_train.INITS:
+        one = icl_train.train_setting("ahn", init=init, **kw)
         assert set(one) == {"p", "Q", "loss", "A", "residual"}
         assert all(np.array_equal(one[k], both[f"{init}_{k}"]) for k in one)
     with pytest.raises(ValueError, match="init"):
-        icl.train_setting("ahn", init="zeros", **kw)
+        icl_train.train_setting("ahn", init="zeros", **kw)
 
 
 def test_train_settings_on_two_threads_are_the_separate_runs(result_cache):
     """train_settings runs the settings on two threads: the numbers of train_setting called one by one."""
     kw = dict(spectrum=(2.0, 1.0), n=4, noise=0.1, steps=5, batch=8, lr=1e-2, repeats=2, init_scale=0.1)
-    both = icl.train_settings(("preconditioned", "ahn", "isotropic"), use_cache=False, **kw)
+    both = icl_train.train_settings(("preconditioned", "ahn", "isotropic"), use_cache=False, **kw)
     assert set(both) == {"preconditioned", "ahn", "isotropic"}
     for s, runs in both.items():
-        for init in icl.INITS:
-            one = icl.train_setting(s, init=init, use_cache=False, **kw)
+        for init in icl_train.INITS:
+            one = icl_train.train_setting(s, init=init, use_cache=False, **kw)
             assert set(runs[init]) == set(one) and all(np.array_equal(runs[init][k], one[k]) for k in one)
     assert not np.array_equal(both["ahn"]["gd"]["A"], both["preconditioned"]["gd"]["A"])
     with pytest.raises(ValueError, match="setting"):
-        icl.train_settings(("cube",), **kw)
+        icl_train.train_settings(("cube",), **kw)
