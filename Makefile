@@ -42,7 +42,7 @@ define COURSE
 	$(COURSE_PUBLISH)
 endef
 
-.PHONY: install assets chromium graphviz book test test-unit test-book html course-html unit notebooks browser course pdf colab-check binder-check build-check bench bench-authors clean
+.PHONY: install assets chromium graphviz book test test-unit test-browser html course-html unit notebooks browser course pdf colab-check binder-check build-check bench bench-authors clean
 
 install: $(STAMP)
 
@@ -75,19 +75,19 @@ book: install assets graphviz
 	$(COURSE_PUBLISH)
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-## The unit tests beside the rest: nbval run of every chapter, the book build, then every page in headless
-## Chromium. The unit suite runs at the lowest priority (nice 19): it takes the CPU the chapters leave idle
-## (kernel starts, single-threaded stretches) and the browser test, which waits on page loads most of the
-## time, leaves free. --output-sync prints each step's output whole.
+## nbval run of every chapter, then the unit tests beside the book build and the browser test: the browser
+## test (every page in headless Chromium) waits on page loads much of the time, so the unit suite, CPU-bound
+## and niced below it, fills both cores meanwhile (benchmarks/README.md: 235 s for this step against 306 s
+## in turn; beside nbval instead, even at nice 19, it slowed the chapters from 617 s to 809 s).
+## --output-sync prints each step's output whole; the two builds run at once, beside the unit suite (-j3).
 test: install assets chromium graphviz
-	$(MAKE) --no-print-directory -j3 --output-sync=target test-unit test-book
+	$(NBVAL)
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-unit test-browser
 
 test-unit: install
-	nice -n 19 $(UNIT)
+	nice -n 10 $(UNIT)
 
-test-book: install assets chromium graphviz
-	$(NBVAL)
-	$(MAKE) --no-print-directory --output-sync=target html course-html
+test-browser: html course-html
 	$(COURSE_PUBLISH)
 	SLR_BROWSER_TEST=1 $(BIN)/python -m pytest tests/test_browser.py tests/test_ledger.py -q
 
