@@ -50,8 +50,9 @@ endef
 
 install: $(STAMP)
 
-# --no-compile: no bytecode for the whole venv up front (31 s of the 76 s install, measured 2026-11-26);
-# Python compiles each module the first time it is imported and keeps it, and most are never imported.
+# --no-compile: no bytecode for the whole venv up front; Python compiles each module the first time it is
+# imported and keeps it, and most are never imported (install and assets on fresh clones, 2026-11-26:
+# 28-42 s, against 75.7 s for the install alone before; benchmarks/README.md).
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
