@@ -11,6 +11,7 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.pgd`         exact projected gradient descent (Definition 1), batched over starts and per-run parameters
 - :mod:`slr.sgd`         THE stochastic PGD trainer: any predictor, H heads, n_loc locations (Figures 5 and 9)
 - :mod:`slr.reduced`     the exact-in-law reduced sampler of one erf head (Figure 5)
+- :mod:`slr.coordinates` erf heads' stochastic PGD in frame coordinates, exact in law, free of d (Figure 9)
 - :mod:`slr.manifold`    the map on M (Lemma 7), fixed points (Props. 9-10), Jacobian (Prop. 12), Hessian, step-size bound
 - :mod:`slr.experiments` the paper's figures as named frozen configurations
 - :mod:`slr.sentences`   the sentence sets of the probing experiment (Appendix E.1)

@@ -4,7 +4,8 @@ of the angle between the two keys (:class:`AngleConfig`, experiment ``open-angle
 
 The predictor is :func:`slr.predictors.attention_multihead` (Eq. 31); the trainer is the book's one
 stochastic PGD, :func:`slr.sgd.train` (the Riemannian step of Definition 1, head by head), with the
-exact-in-law reduced sampler of :mod:`slr.reduced` where the configuration asks for it.
+exact-in-law reduced sampler of :mod:`slr.reduced` or the simulation in frame coordinates of
+:mod:`slr.coordinates` where the configuration asks for it.
 """
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ class MultiHeadConfig:
     seed: int = 0
     shared_draws: bool = True        # one draw per step for all runs
     token_noise: str = "independent"  # "shared": the informative tokens share one noise draw
-    sampler: str = "full"            # "reduced": exact in law, B L (2n + 2H) + B + 2H d normals a step
+    sampler: str = "full"            # "reduced": exact in law, B L (2n + 2H) + B + 2H d normals a step;
+    #                                  "coordinates": the overlaps exactly in law, B L (2n + 2H) + B + 4H^2
 
     def validate(self) -> "MultiHeadConfig":
         """Every field in range (ValueError naming the field otherwise); returns the configuration."""
@@ -75,11 +77,11 @@ class MultiHeadConfig:
 SHORT_SCHEDULE = MultiHeadConfig()
 #: Figure 9 at the authors' settings (their notebook ``toy-multihead.ipynb``, repository
 #: PierreMarion23/single-location-regression, commit 14e2b06): batch 5, alpha 1e-3, 100 000 steps,
-#: lambda_t = 2 / (1 + 2e-4 t) frozen after step 25 000, 20 runs with independent data streams; the
-#: reduced sampler (exact in law). The paper's independent token noise; ``token_noise="shared"``
-#: is the authors' code.
+#: lambda_t = 2 / (1 + 2e-4 t) frozen after step 25 000, 20 runs with independent data streams;
+#: simulated in frame coordinates (:mod:`slr.coordinates`: the overlaps exactly in law, at a cost free
+#: of d). The paper's independent token noise; ``token_noise="shared"`` is the authors' code.
 AUTHORS = MultiHeadConfig(batch=5, steps=100_000, alpha=1e-3, lam_decay=2e-4, lam_freeze=25_000,
-                          repeats=20, log_every=1000, shared_draws=False, sampler="reduced")
+                          repeats=20, log_every=1000, shared_draws=False, sampler="coordinates")
 
 
 def train(cfg: MultiHeadConfig = SHORT_SCHEDULE, oracles=None) -> sgd.TrainLog:
@@ -170,7 +172,7 @@ class AngleConfig:
     repeats: int = 8
     log_every: int = 1000
     n_test: int = 1000
-    sampler: str = "reduced"                 # exact in law (slr.reduced)
+    sampler: str = "coordinates"             # exact in law, free of d (slr.coordinates)
 
     def validate(self) -> "AngleConfig":
         if self.which not in ("k", "v"):

@@ -35,7 +35,7 @@ from slr._threads import matrix_by_matrix
 from slr.predictors import attention_erf
 
 __all__ = ["loss", "fallback_directions", "reduced_noise", "projection_coefficients", "reduced_grads", "frame", "multi_noise",
-           "multi_coordinates", "multi_in_span", "multi_grads"]
+           "multi_coordinates", "multi_in_span", "noise_sources", "multi_grads"]
 
 _GS_TOL = 1e-8  # residual norm below which a vector counts as lying in the span (then substituted)
 _FALLBACK_SEED = 0x51F5  # the fixed directions completing a degenerate frame (no data randomness)
@@ -159,15 +159,18 @@ def multi_noise(key, d, L, batch, D, H, n, shared):
         jax.random.normal(kz, (2 * H, d), dtype=jnp.float64)
 
 
-def multi_coordinates(Q, ks, vs, G, xi, gamma, eps):
+def multi_coordinates(Q, ks, vs, G, xi, gamma, eps, d=None):
     """The tokens' frame coordinates C (B, L, D), their noise scales sig (L,) and the labels y (B,) of
     Eq. (30) with the informative tokens at positions 0..n-1 (n = len(ks)), from the draws G, xi of
-    :func:`multi_noise`. Traceable; no checks."""
-    n, d = ks.shape
-    mean = math.sqrt(d / 2.0) * ks @ Q.T  # (n, D): frame coordinates of sqrt(d/2) k*_j
+    :func:`multi_noise`. ``Q`` None: ``ks``, ``vs`` are already coordinates (n, D) and ``d`` the
+    dimension of the tokens (:mod:`slr.coordinates`). Traceable; no checks."""
+    n = ks.shape[0]
+    d = ks.shape[1] if d is None else d
+    to = (lambda x: x) if Q is None else (lambda x: x @ Q.T)
+    mean = to(math.sqrt(d / 2.0) * ks)  # (n, D): frame coordinates of sqrt(d/2) k*_j
     sig = jnp.where(jnp.arange(G.shape[1]) < n, gamma, 1.0)  # (L,)
     C = sig[:, None] * G + jnp.zeros_like(G).at[:, :n].set(mean)
-    y = jnp.einsum("bjm,jm->b", C[:, :n], vs @ Q.T) + eps * xi
+    y = jnp.einsum("bjm,jm->b", C[:, :n], to(vs)) + eps * xi
     return C, sig, y
 
 
@@ -177,17 +180,29 @@ def multi_in_span(Q, C, y, k, v, lam):
     With residual r_b = y_b - sum_lh erf(lam A_blh) B_blh (A = X.k, B = X.v), the gradients are
     grad k_h = sum_bl ca_blh X_bl and grad v_h = sum_bl cb_blh X_bl with ca = -(2/B) r lam erf'(lam A) B
     and cb = -(2/B) r erf(lam A). Returns (gk_in (H, d), gv_in (H, d), coef (B, L, 2H) = [ca, cb]): the
-    projections of the gradients on span(Q) and the coefficients. Traceable; no checks."""
+    projections of the gradients on span(Q) and the coefficients (``Q`` None: ``k``, ``v`` and the
+    gradients in the coordinates of C). Traceable; no checks."""
     batch = C.shape[0]
-    A, Bv = C @ (k @ Q.T).T, C @ (v @ Q.T).T  # (B, L, H)
+    to = (lambda x: x) if Q is None else (lambda x: x @ Q.T)
+    A, Bv = C @ to(k).T, C @ to(v).T  # (B, L, H)
     e = jax.scipy.special.erf(lam * A)
     res = y - jnp.sum(e * Bv, axis=(1, 2))  # (B,)
     ca = (-2.0 / batch) * res[:, None, None] * lam * (2.0 / math.sqrt(math.pi)) \
         * jnp.exp(-jnp.square(lam * A)) * Bv
     cb = (-2.0 / batch) * res[:, None, None] * e
-    g = jnp.einsum("blh,blm->hm", jnp.concatenate([ca, cb], axis=-1), C) @ Q  # (2H, d)
+    g = jnp.einsum("blh,blm->hm", jnp.concatenate([ca, cb], axis=-1), C)
+    g = g if Q is None else g @ Q  # (2H, d)
     H = k.shape[0]
     return g[:H], g[H:], jnp.concatenate([ca, cb], axis=-1)
+
+
+def noise_sources(coef, sig, n, shared):
+    """The matrix (sources, 2H) of c_s = sum over the tokens of noise source s of s_bl coef_bl
+    (:func:`multi_grads`): one source a token, or with ``shared`` one for the n informative tokens of a
+    sequence. The out-of-span parts of the 2H gradients have covariance c^T c (x) (I - P). Traceable."""
+    c = coef * sig[None, :, None]  # (B, L, 2H)
+    merged = jnp.zeros_like(c).at[:, 0].set(jnp.sum(c[:, :n], axis=1)).at[:, n:].set(c[:, n:])
+    return jnp.where(shared, merged, c).reshape(-1, c.shape[-1])  # shared: one source for tokens 0..n-1
 
 
 def multi_grads(noise, k, v, ks, vs, lam, gamma, eps, shared):
@@ -211,9 +226,7 @@ def multi_grads(noise, k, v, ks, vs, lam, gamma, eps, shared):
     G, xi, Z = noise
     C, sig, y = multi_coordinates(Q, ks, vs, G, xi, gamma, eps)
     gk, gv, coef = multi_in_span(Q, C, y, k, v, lam)
-    c = coef * sig[None, :, None]  # (B, L, 2H)
-    merged = jnp.zeros_like(c).at[:, 0].set(jnp.sum(c[:, :n], axis=1)).at[:, n:].set(c[:, n:])
-    c = jnp.where(shared, merged, c).reshape(-1, 2 * H)  # shared: one source for tokens 0..n-1
+    c = noise_sources(coef, sig, n, shared)
     g = _r_factor(c).T @ Z  # (2H, d): covariance R^T R = c^T c
     g = g - (g @ Q.T) @ Q
     return gk + g[:H], gv + g[H:]

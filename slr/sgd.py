@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr import _loop, reduced, task
+from slr import _loop, coordinates, reduced, task
 from slr._threads import pool_map
 from slr._validate import check_int, check_key, check_lam, check_run, check_unit_rows, check_vectors
 from slr.pgd import Trajectory, projected_step, split_lam
@@ -33,7 +33,7 @@ from slr.risk import closed_form
 
 __all__ = ["train", "sgd", "TrainLog", "model", "batch_keys", "fresh_draws", "tie", "SAMPLERS", "TOKEN_NOISE"]
 
-SAMPLERS = ("reduced", "full")
+SAMPLERS = ("reduced", "full", "coordinates")
 TOKEN_NOISE = ("independent", "shared")
 _BLOCK = 50  # steps whose draws are made at once (reduced sampler; 50 and 200 measured alike)
 _UNROLL = 4  # inner-loop unrolling of the steps (fig5: 0.33 ms per step of 30 repeats, 1: 0.44 ms)
@@ -222,8 +222,10 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
             is sum_h f(X, k_h, v_h, lam) (:func:`model`).
         shared_draws: one draw per step for every run (each assembles its own oracle's samples) instead
             of one independent stream per run.
-        sampler: ``"full"`` (the B L d token entries) or ``"reduced"`` (erf heads: the same law, not the
-            same draws; :mod:`slr.reduced`).
+        sampler: ``"full"`` (the B L d token entries), ``"reduced"`` (erf heads: the same law, not the
+            same draws; :mod:`slr.reduced`) or ``"coordinates"`` (erf heads, d >= 2 n_loc + 4H: the
+            overlaps' law at a cost free of d; its test error and final heads as
+            :mod:`slr.coordinates` says).
         token_noise: ``"independent"`` (Eq. 30: each informative token has its own noise) or
             ``"shared"`` (the n_loc informative tokens of a sequence share one noise draw, as in the
             authors' code for Figures 9 and 10), in training and in the test batch.
@@ -256,6 +258,9 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
             f in READS_PROJECTIONS and H == ks.shape[-2] == 1):
         raise ValueError("sampler 'reduced' needs erf heads (Eq. 3 or 31), or one head of erf, sigmoid, "
                          f"relu, softmax or linear on one location, got predictor={predictor!r}")
+    if sampler == "coordinates" and (f not in (attention_erf, attention_multihead) or d < 2 * ks.shape[-2] + 4 * H):
+        raise ValueError(f"sampler 'coordinates' needs erf heads and d >= 2 n_loc + 4 H, got predictor={predictor!r}, "
+                         f"d={d}, n_loc={ks.shape[-2]}, H={H}")
     if token_noise not in TOKEN_NOISE:
         raise ValueError(f"token_noise must be one of {TOKEN_NOISE}, got {token_noise!r}")
     key_test, keys = batch_keys(key, R, shared_draws)
@@ -275,6 +280,12 @@ def _train(key_test, keys, k0, v0, ks, vs, lam, *, alpha, steps, batch, gamma, L
         int(log_every), int(rem or 0), jnp.asarray(t_log), bool(tied), f=f, sampler=sampler, fn=fn, n_chunks=n_chunks,
         batch=int(batch), n_test=int(n_test), L=int(L), has_rem=rem is not None, shared=shared,
         per_run=per_run, batched=batched, tied_static=None if sampler == "reduced" else bool(tied))
+    if sampler == "coordinates":
+        core = lambda kk, a, b, s, u: coordinates.core(
+            key_test, kk, *map(jnp.asarray, (a, b, s, u)), lam0, c, float(alpha), float(gamma), float(eps),
+            int(log_every), int(rem or 0), jnp.asarray(t_log), bool(tied), fn=fn, n_chunks=n_chunks,
+            batch=int(batch), n_test=int(n_test), L=int(L), has_rem=rem is not None, shared_draws=shared,
+            per_run=per_run)
     R = np.shape(k0)[0]
     if batched and R % 2 == 0 and R * int(steps) >= _HALVES_MIN:
         # two halves of the runs, one per core (one program: the halves have one shape)

@@ -113,7 +113,7 @@ def test_open_small_runs(tmp_path, monkeypatch):
     # 4 starts per d, as the temperature map's 1 x 2 cells of 2: the same compiled program of exact PGD
     dm = E.run("open-dimension", ds=(100, 400), horizon=1.0, repeats=4, n_logs=4)
     assert dm["kappa"].shape == (2, 4, 5) and np.all(np.isfinite(dm["excess_risk"]))
-    mh = E.run("open-angle", steps=20, repeats=1, log_every=10, lam_freeze=10, n_test=20, d=8)
+    mh = E.run("open-angle", steps=20, repeats=1, log_every=10, lam_freeze=10, n_test=20, d=12)
     assert mh["kappa"].shape == (3, 3, 2, 2) and list(mh["phi_deg"]) == [90.0, 60.0, 30.0]
 
 
@@ -123,7 +123,7 @@ def test_fig9_is_the_authors_setting():
     """Figure 9 as in the authors' notebook toy-multihead.ipynb (commit 14e2b06)."""
     c = E.config("fig9")
     assert (c.H, c.n_locations, c.d, c.L, c.gamma ** 2, c.eps) == (2, 2, 80, 10, pytest.approx(0.5), 0.1)
-    assert (c.batch, c.steps, c.alpha, c.repeats, c.sampler, c.shared_draws) == (5, 100_000, 1e-3, 20, "reduced", False)
+    assert (c.batch, c.steps, c.alpha, c.repeats, c.sampler, c.shared_draws) == (5, 100_000, 1e-3, 20, "coordinates", False)
     # lambda_t = 2 / (1 + 2e-4 t) up to t = 25 000, then 2 / 6 = 1/3
     assert (c.lam0, c.lam_decay, c.lam_freeze) == (2.0, 2e-4, 25_000)
     with pytest.raises(ValueError, match="token_noise"):
