@@ -54,7 +54,8 @@ class DynamicsConfig:
     ``dtype`` is "float64" or "float32"; ``reduced`` selects the exact 4-D simulation (exact PGD only;
     for the float32 Lemma 4 comparison use ``run("fig4b", dtype="float32", reduced=False)``).
     ``log_every`` gives 1001 logged points per figure; the exact-PGD figures then share one compiled
-    program (the schedule, step size and log interval are traced).
+    program (the schedule, step size and log interval are traced). ``sampler`` (stochastic runs): the
+    sampler of :func:`slr.sgd.sgd`; Figure 5 is simulated in frame coordinates (:mod:`slr.coordinates`).
     """
     init: str             # "sphere" or "manifold"
     d: int
@@ -71,6 +72,7 @@ class DynamicsConfig:
     n_test: int = 1000
     reduced: bool = True
     dtype: str = "float64"
+    sampler: str = "reduced"
 
     def lam(self):
         """The schedule lam_t = lam0 / (1 + lam_decay t), as a :class:`slr.pgd.InverseTime`
@@ -90,6 +92,8 @@ class DynamicsConfig:
             check_positive(name, getattr(self, name))
         check_nonneg("lam_decay", self.lam_decay)
         check_nonneg("eps", self.eps)
+        if self.sampler not in sgd.SAMPLERS:
+            raise ValueError(f"sampler must be one of {sgd.SAMPLERS}, got {self.sampler!r}")
         if self.batch is not None:
             check_int("batch", self.batch)
             if self.dtype != "float64":
@@ -102,7 +106,8 @@ _G = math.sqrt(0.5)
 _FIGURES = {
     "fig4a": DynamicsConfig("sphere", 400, 10, _G, 1.0, 1e-4, 4e-3, 120_000, 30, 120),
     "fig4b": DynamicsConfig("manifold", 400, 10, _G, 0.1, 0.0, 4e-3, 20_000, 30, 20),
-    "fig5": DynamicsConfig("sphere", 80, 10, _G, 2.0, 1e-4, 1e-3, 200_000, 30, 200, batch=5, eps=0.1),
+    "fig5": DynamicsConfig("sphere", 80, 10, _G, 2.0, 1e-4, 1e-3, 200_000, 30, 200, batch=5, eps=0.1,
+                           sampler="coordinates"),
     "fig7a": DynamicsConfig("sphere", 400, 10, _G, 0.9, 0.0, 1e-3, 120_000, 30, 120),
     "fig7b": DynamicsConfig("sphere", 400, 10, _G, 0.1, 0.0, 4e-3, 20_000, 30, 20),
 }
@@ -130,7 +135,8 @@ def simulate(cfg: DynamicsConfig, seed: int) -> dict:
     if cfg.batch is None:
         traj = pgd.pgd(k0, v0, k_star, v_star, reduced=cfg.reduced, dtype=jnp.dtype(cfg.dtype), **common)
     else:
-        traj = sgd.sgd(k_sgd, k0, v0, k_star, v_star, batch=cfg.batch, n_test=cfg.n_test, **common)
+        traj = sgd.sgd(k_sgd, k0, v0, k_star, v_star, batch=cfg.batch, n_test=cfg.n_test, sampler=cfg.sampler,
+                       **common)
     return traj.to_dict()
 
 
