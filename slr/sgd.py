@@ -221,7 +221,9 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
         predictor: a name of :data:`slr.predictors.PREDICTORS` or a callable f(X, k, v, lam); the model
             is sum_h f(X, k_h, v_h, lam) (:func:`model`).
         shared_draws: one draw per step for every run (each assembles its own oracle's samples) instead
-            of one independent stream per run.
+            of one independent stream per run (the reduced and coordinates samplers: the same frame
+            coordinates in each run's own frame; every run's law is exact, the coupling is not the
+            full draw's).
         sampler: ``"full"`` (the B L d token entries), ``"reduced"`` (erf heads: the same law, not the
             same draws; :mod:`slr.reduced`) or ``"coordinates"`` (erf heads, d >= 2 n_loc + 4H: the
             overlaps' law at a cost free of d; its test error and final heads as
