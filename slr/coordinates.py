@@ -130,7 +130,7 @@ def step(carry, nz, ks, vs, lam, alpha, gamma, eps, d, shared):
     k, v = carry
     (H, D), n = k.shape, ks.shape[0]
     G, xi, T = nz
-    G = jnp.where(shared & (jnp.arange(G.shape[1]) < n)[:, None], G[:, :1], G)
+    G = reduced.tie_tokens(G, n, shared)
     C, sig, y = reduced.multi_coordinates(None, ks, vs, G, xi, gamma, eps, d=d)
     gk, gv, coef = reduced.multi_in_span(None, C, y, k, v, lam)
     c = reduced.noise_sources(coef, sig, n, shared)
@@ -169,7 +169,7 @@ def core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, 
     # the test samples' coordinates, once, shared by the runs: each run's oracles make its samples
     kg, kx, kb = jax.random.split(key_test, 3)
     Gt = jax.random.normal(kg, (n_test, L, D), dtype=jnp.float64)
-    Gt = jnp.where(tied & (jnp.arange(L) < n)[:, None], Gt[:, :1], Gt)
+    Gt = reduced.tie_tokens(Gt, n, tied)
     xit = jax.random.normal(kx, (n_test,), dtype=jnp.float64)
 
     def test_error(Kr, Vr, ksc, vsc):  # one run, every log

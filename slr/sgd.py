@@ -277,17 +277,16 @@ def _train(key_test, keys, k0, v0, ks, vs, lam, *, alpha, steps, batch, gamma, L
     n_chunks, rem = _loop.schedule(int(steps), int(log_every))
     t_log = _loop.log_steps(int(steps), int(log_every))
     per_run = np.ndim(ks) == 3
-    core = lambda kk, a, b, s, u: _core(
-        key_test, kk, *map(jnp.asarray, (a, b, s, u)), lam0, c, float(alpha), float(gamma), float(eps),
-        int(log_every), int(rem or 0), jnp.asarray(t_log), bool(tied), f=f, sampler=sampler, fn=fn, n_chunks=n_chunks,
-        batch=int(batch), n_test=int(n_test), L=int(L), has_rem=rem is not None, shared=shared,
-        per_run=per_run, batched=batched, tied_static=None if sampler == "reduced" else bool(tied))
-    if sampler == "coordinates":
-        core = lambda kk, a, b, s, u: coordinates.core(
-            key_test, kk, *map(jnp.asarray, (a, b, s, u)), lam0, c, float(alpha), float(gamma), float(eps),
-            int(log_every), int(rem or 0), jnp.asarray(t_log), bool(tied), fn=fn, n_chunks=n_chunks,
-            batch=int(batch), n_test=int(n_test), L=int(L), has_rem=rem is not None, shared_draws=shared,
-            per_run=per_run)
+    args = lambda kk, a, b, s, u: (key_test, kk, *map(jnp.asarray, (a, b, s, u)), lam0, c, float(alpha),
+                                   float(gamma), float(eps), int(log_every), int(rem or 0), jnp.asarray(t_log),
+                                   bool(tied))
+    static = dict(fn=fn, n_chunks=n_chunks, batch=int(batch), n_test=int(n_test), L=int(L),
+                  has_rem=rem is not None, per_run=per_run)
+    if sampler == "coordinates":  # the overlaps in frame coordinates (slr.coordinates)
+        core = lambda *a: coordinates.core(*args(*a), shared_draws=shared, **static)
+    else:
+        core = lambda *a: _core(*args(*a), f=f, sampler=sampler, shared=shared, batched=batched,
+                                tied_static=None if sampler == "reduced" else bool(tied), **static)
     R = np.shape(k0)[0]
     if batched and R % 2 == 0 and R * int(steps) >= _HALVES_MIN:
         # two halves of the runs, one per core (one program: the halves have one shape)
