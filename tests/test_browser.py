@@ -196,15 +196,37 @@ def browser(tmp_path_factory):
 
 
 SCREENS = ARTIFACTS / "screens"
+LOAD_TIMEOUT_MS = 90_000  # a page's wait for the network to settle (playwright's default: 30 s)
 
 
 def _open_all(server, browser, width):
     """Open every page once at one of WIDTHS: what each page requested, logged and rendered, and a
-    full-page screenshot in artifacts/screens/<width>/."""
+    full-page screenshot in artifacts/screens/<width>/.
+
+    A page that does not settle (no request for 500 ms) within LOAD_TIMEOUT_MS is opened once more in a
+    fresh tab: in one `make test` (2026-11-26) one page of the phone pass stalled past playwright's 30 s
+    while the unit suite loaded both cores, although every page settles in under 1.3 s alone or beside two
+    busy processes. A page that stalls twice fails the fixture, as before."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     out = {}
     (SCREENS / width).mkdir(parents=True, exist_ok=True)
     for rel in all_pages():
-        page = browser.new_page()
+        for attempt in (1, 2):
+            try:
+                out[rel] = _open_one(server, browser, width, rel)
+                break
+            except PlaywrightTimeout:
+                if attempt == 2:
+                    raise
+        out[rel]["attempts"] = attempt
+    return out
+
+
+def _open_one(server, browser, width, rel):
+    """One page at one width, in a tab of its own (see :func:`_open_all`)."""
+    page = browser.new_page()
+    try:
         page.set_viewport_size(dict(zip(("width", "height"), WIDTHS[width])))
         rec = {"external": [], "failed": [], "console": [], "errors": [], "status": None}
 
@@ -225,9 +247,9 @@ def _open_all(server, browser, width):
         page.on("response", lambda r, rec=rec: r.status >= 400 and rec["failed"].append(
             f"{r.url} (HTTP {r.status})"))
         if (HTML / rel).exists():
-            resp = page.goto(server + rel, wait_until="load")
+            resp = page.goto(server + rel, wait_until="load", timeout=LOAD_TIMEOUT_MS)
             rec["status"] = resp.status if resp else None
-            page.wait_for_load_state("networkidle")
+            page.wait_for_load_state("networkidle", timeout=LOAD_TIMEOUT_MS)
             rec.update(page.evaluate(PAGE_CHECK))
             page.wait_for_timeout(200)  # late console messages (widget rendering, MathJax menu)
             shot = SCREENS / width / (rel.replace("/", "__").removesuffix(".html") + ".jpg")
@@ -235,9 +257,9 @@ def _open_all(server, browser, width):
             clip = {"x": 0, "y": 0, "width": WIDTHS[width][0], "height": min(height, MAX_SHOT)}
             page.screenshot(path=str(shot), full_page=True, clip=clip, type="jpeg", quality=45)
             rec["screenshot"] = shot
+        return rec
+    finally:
         page.close()
-        out[rel] = rec
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -372,7 +394,8 @@ def test_screenshots(results, phone):
         r = results[rel]
         report.append(f"{rel}\tmath={r.get('math')}\tmjx-container={r.get('containers')}\t"
                       f"images={r.get('images')}\twidgets={r.get('widgets')}\texternal={len(r['external'])}\t"
-                      f"console_errors={len(r['console']) + len(r['errors'])}")
+                      f"console_errors={len(r['console']) + len(r['errors'])}\t"
+                      f"attempts={r['attempts']}/{phone[rel]['attempts']}")
     shots = sorted(p.relative_to(ARTIFACTS) for p in SCREENS.rglob("*.jpg"))
     assert len(shots) >= 2 * len(toc_pages()), len(shots)
     (ARTIFACTS / "browser-report.tsv").write_text("\n".join(report) + "\n")
