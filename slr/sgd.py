@@ -135,12 +135,12 @@ def _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H, f):
 
 
 def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f, sampler, n_chunks,
-             batch, L, tied):
+             batch, L, tied, block):
     """One run: the iterates (T, H, d) at the logged steps."""
     (H, d), n = k0.shape, ks.shape[0]
     if sampler == "reduced" and d >= 2 * (n + H):  # else no frame: the full draw is as cheap
         step, noise, unroll = _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H, f)
-        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise, _BLOCK,
+        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise, block,
                                 one_loop=True)  # unroll 1 (several heads; the suite's rolled loops): one step copy
     grad = jax.grad(partial(_loss, f), argnums=(0, 1))
 
@@ -153,14 +153,15 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
 
 
 @partial(jax.jit, static_argnames=("f", "sampler", "fn", "n_chunks", "batch", "n_test", "L", "has_rem",
-                                   "shared", "per_run", "batched", "tied_static"))
+                                   "shared", "per_run", "batched", "tied_static", "block"))
 def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, tied, *, f,
-          sampler, fn, n_chunks, batch, n_test, L, has_rem, shared, per_run, batched=True, tied_static=None):
+          sampler, fn, n_chunks, batch, n_test, L, has_rem, shared, per_run, batched=True, tied_static=None,
+          block=_BLOCK):
     tied = tied if tied_static is None else tied_static  # traced for the reduced sampler: one compilation
     lam_t = _loop.lam_fn(fn, lam0, c, jnp.float64)
     run = lambda kk, a, b, s, u: _one_run(kk, a, b, s, u, lam_t, alpha, gamma, eps, log_every,
                                           rem if has_rem else None, f=f, sampler=sampler, n_chunks=n_chunks,
-                                          batch=batch, L=L, tied=tied)
+                                          batch=batch, L=L, tied=tied, block=block)
     o = 0 if per_run else None
     if batched:
         K, V = jax.vmap(run, in_axes=(None if shared else 0, 0, 0, o, o))(keys, k0, v0, ks, vs)  # (R, T, H, d)
@@ -280,8 +281,9 @@ def _train(key_test, keys, k0, v0, ks, vs, lam, *, alpha, steps, batch, gamma, L
     args = lambda kk, a, b, s, u: (key_test, kk, *map(jnp.asarray, (a, b, s, u)), lam0, c, float(alpha),
                                    float(gamma), float(eps), int(log_every), int(rem or 0), jnp.asarray(t_log),
                                    bool(tied))
+    # the draws of min(_BLOCK, steps) steps at a time: a run shorter than a block draws no unread steps
     static = dict(fn=fn, n_chunks=n_chunks, batch=int(batch), n_test=int(n_test), L=int(L),
-                  has_rem=rem is not None, per_run=per_run)
+                  has_rem=rem is not None, per_run=per_run, block=min(_BLOCK, int(steps)))
     if sampler == "coordinates":  # the overlaps in frame coordinates (slr.coordinates)
         core = lambda *a: coordinates.core(*args(*a), shared_draws=shared, **static)
     else:
