@@ -281,9 +281,11 @@ def _train(key_test, keys, k0, v0, ks, vs, lam, *, alpha, steps, batch, gamma, L
     args = lambda kk, a, b, s, u: (key_test, kk, *map(jnp.asarray, (a, b, s, u)), lam0, c, float(alpha),
                                    float(gamma), float(eps), int(log_every), int(rem or 0), jnp.asarray(t_log),
                                    bool(tied))
-    # the draws of min(_BLOCK, steps) steps at a time: a run shorter than a block draws no unread steps
+    # the reduced and coordinates samplers' draws, min(_BLOCK, steps) steps at a time: a run shorter than a
+    # block draws no unread steps (the full draw has no blocks: one program for every step count)
     static = dict(fn=fn, n_chunks=n_chunks, batch=int(batch), n_test=int(n_test), L=int(L),
-                  has_rem=rem is not None, per_run=per_run, block=min(_BLOCK, int(steps)))
+                  has_rem=rem is not None, per_run=per_run,
+                  block=_BLOCK if sampler == "full" else min(_BLOCK, int(steps)))
     if sampler == "coordinates":  # the overlaps in frame coordinates (slr.coordinates)
         core = lambda *a: coordinates.core(*args(*a), shared_draws=shared, **static)
     else:
