@@ -184,6 +184,27 @@ def check_unit_rows(name: str, x, d: int | None = None, tol: float = 1e-6, max_n
     return arr
 
 
+def check_heads(k0, v0, k_stars, v_stars):
+    """Runs of heads and their oracles (:func:`slr.sgd.train`): unit rows k0, v0 of one shape (R, H, d),
+    and k_stars, v_stars of one shape (n_loc, d) (shared) or (R, n_loc, d) (one oracle per run); returned
+    as NumPy arrays (k0, v0, k_stars, v_stars)."""
+    def rows(name, x, d=None):
+        arr = check_unit_rows(name, x, d, max_ndim=3)
+        if arr.ndim < 2:
+            shape = "(R, H, d)" if name in ("k0", "v0") else "(n_loc, d) or (R, n_loc, d)"
+            raise ValueError(f"{name} must have shape {shape}, got shape {arr.shape}")
+        return arr
+    k0, v0 = rows("k0", k0), rows("v0", v0)
+    if k0.ndim != 3 or k0.shape != v0.shape:
+        raise ValueError(f"k0 and v0 must have one shape (R, H, d), got {k0.shape} and {v0.shape}")
+    R, _, d = k0.shape
+    ks, vs = rows("k_stars", k_stars, d), rows("v_stars", v_stars, d)
+    if ks.shape != vs.shape or (ks.ndim == 3 and ks.shape[0] != R):
+        raise ValueError(f"k_stars and v_stars must have one shape (n_loc, d) or (R, n_loc, d) with R={R}, "
+                         f"got {ks.shape} and {vs.shape}")
+    return k0, v0, ks, vs
+
+
 def check_oracle(k_star, v_star):
     """Orthonormal vectors k_star, v_star of shape (d,): returns (k_star, v_star, d) as NumPy."""
     ks = np.asarray(k_star, dtype=float)

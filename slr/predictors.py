@@ -35,7 +35,7 @@ from slr._validate import check_positive_array
 
 __all__ = ["oracle_argmax", "attention_softmax", "attention_erf", "attention_sigmoid", "attention_relu",
            "attention_linear", "attention_multihead", "attention_layer", "bayes", "PREDICTORS", "READS_PROJECTIONS",
-           "get_predictor"]
+           "get_predictor", "sum_of_heads"]
 
 _SIGMOID_SCALE = 2.0 / math.sqrt(math.pi)
 
@@ -171,11 +171,19 @@ PREDICTORS = {
 READS_PROJECTIONS = (attention_erf, attention_sigmoid, attention_relu, attention_softmax, attention_linear)
 
 
-def get_predictor(activation):
+def sum_of_heads(f, X, k, v, lam):
+    """The model of H heads, sum_h f(X, k_h, v_h, lam) (Eq. 31 for erf) for heads k, v of shape (H, d); a predictor that reads all heads at
+    once (``f.heads``, e.g. :func:`slr.predictors.attention_multihead`) is called as is. Traceable."""
+    if getattr(f, "heads", False):
+        return f(X, k, v, lam)
+    return sum((f(X, k[h], v[h], lam) for h in range(1, k.shape[0])), f(X, k[0], v[0], lam))  # in order
+
+
+def get_predictor(activation, name="activation"):
     """The predictor ``f(X, k, v, lam)`` named ``activation`` (a key of :data:`PREDICTORS`), or a callable
-    as is."""
+    as is; else ValueError naming the argument ``name``."""
     if callable(activation):
         return activation
-    if activation not in PREDICTORS:
-        raise ValueError(f"activation must be one of {sorted(PREDICTORS)} or a callable, got {activation!r}")
+    if not isinstance(activation, str) or activation not in PREDICTORS:
+        raise ValueError(f"{name} must be one of {sorted(PREDICTORS)} or a callable, got {activation!r}")
     return PREDICTORS[activation]

@@ -5,7 +5,7 @@ The mini-batch loss of the erf predictor (Eq. 3) depends on the tokens only thro
 in an orthonormal frame of span{k*, v*, k, v} plus the out-of-span parts of its two gradients, which
 are Gaussian given those coordinates. :func:`reduced_grads` draws the mini-batch gradient exactly in
 law at a cost of B L 4 + B + 2 d normals instead of the B L d of the full draw (:mod:`slr.task`);
-:func:`slr.sgd.train` uses it with ``sampler="reduced"``.
+:func:`slr.sgd.train` uses it with ``sampler="reduced"`` (:func:`sampler`: a step's gradients and draws).
 
 Several heads (:func:`multi_grads`): the loss of sum_h erf-heads depends on the tokens only through
 their coordinates in an orthonormal frame of S = span{k*_j, v*_j, k_h, v_h} (dimension D = 2n + 2H),
@@ -35,7 +35,8 @@ from slr._threads import matrix_by_matrix
 from slr.predictors import attention_erf
 
 __all__ = ["loss", "fallback_directions", "reduced_noise", "projection_coefficients", "reduced_grads", "frame", "multi_noise",
-           "multi_coordinates", "multi_in_span", "noise_sources", "tie_tokens", "multi_grads"]
+           "multi_coordinates", "multi_in_span", "noise_sources", "tie_tokens", "multi_grads",
+           "sampler"]
 
 _GS_TOL = 1e-8  # residual norm below which a vector counts as lying in the span (then substituted)
 _FALLBACK_SEED = 0x51F5  # the fixed directions completing a degenerate frame (no data randomness)
@@ -236,3 +237,20 @@ def multi_grads(noise, k, v, ks, vs, lam, gamma, eps, shared):
     g = _r_factor(c).T @ Z  # (2H, d): covariance R^T R = c^T c
     g = g - (g @ Q.T) @ Q
     return gk + g[:H], gv + g[H:]
+
+
+def sampler(key, ks, vs, lam_t, gamma, L, eps, batch, tied, H, f):
+    """The reduced sampler of :func:`slr.sgd.train` for H heads on the oracles ks, vs (n, d): ``grads(k, v,
+    t, nz)``, the heads' (H, d) gradients at step t from its draws ``nz = noise(t)`` (made from
+    ``fold_in(key, t)``). One head on one location: :func:`reduced_grads` (Figure 5; a predictor ``f``
+    other than erf by its projections); else :func:`multi_grads` (erf heads). Traceable, no checks."""
+    n, d = ks.shape
+    if H == n == 1:
+        w, g_f = fallback_directions(d), None if f is attention_erf else f
+        grads = lambda k, v, t, nz: (g[None] for g in reduced_grads(nz, k[0], v[0], ks[0], vs[0], w, lam_t(t),
+                                                                    gamma, L, eps, batch, g_f))
+        noise = lambda t: reduced_noise(jax.random.fold_in(key, t), d, L, batch)
+    else:
+        grads = lambda k, v, t, nz: multi_grads(nz, k, v, ks, vs, lam_t(t), gamma, eps, tied)
+        noise = lambda t: multi_noise(jax.random.fold_in(key, t), d, L, batch, 2 * (n + H), H, n, tied)
+    return grads, noise

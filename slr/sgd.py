@@ -26,12 +26,12 @@ import numpy as np
 
 from slr import _loop, coordinates, reduced, task
 from slr._threads import pool_map
-from slr._validate import check_int, check_key, check_lam, check_run, check_unit_rows, check_vectors
+from slr._validate import check_heads, check_int, check_key, check_lam, check_run, check_vectors
 from slr.pgd import Trajectory, projected_step, split_lam
-from slr.predictors import PREDICTORS, READS_PROJECTIONS, attention_erf, attention_multihead, get_predictor
+from slr.predictors import READS_PROJECTIONS, attention_erf, attention_multihead, get_predictor, sum_of_heads
 from slr.risk import closed_form
 
-__all__ = ["train", "sgd", "TrainLog", "model", "batch_keys", "fresh_draws", "tie", "SAMPLERS", "TOKEN_NOISE"]
+__all__ = ["train", "sgd", "TrainLog", "batch_keys", "fresh_draws", "SAMPLERS", "TOKEN_NOISE"]
 
 SAMPLERS = ("reduced", "full", "coordinates")
 TOKEN_NOISE = ("independent", "shared")
@@ -77,14 +77,6 @@ class TrainLog(NamedTuple):
         return cls(**{k: np.asarray(data[k]) for k in cls._fields if k in data})
 
 
-def model(f, X, k, v, lam):
-    """sum_h f(X, k_h, v_h, lam) for heads k, v of shape (H, d); a predictor that reads all heads at
-    once (``f.heads``, e.g. :func:`slr.predictors.attention_multihead`) is called as is. Traceable."""
-    if getattr(f, "heads", False):
-        return f(X, k, v, lam)
-    return sum((f(X, k[h], v[h], lam) for h in range(1, k.shape[0])), f(X, k[0], v[0], lam))  # in order
-
-
 def batch_keys(key, repeats, shared_draws=False):
     """(test key, training streams) of :func:`train`: the streams are one key per run, shape
     (repeats,), or with ``shared_draws`` the one key every run reads."""
@@ -99,7 +91,7 @@ def fresh_draws(stream, t, *, batch, L, d, n_loc=1):
 
 
 def _loss(f, k, v, X, y, lam):
-    return jnp.mean(jnp.square(y - model(f, X, k, v, lam)))
+    return jnp.mean(jnp.square(y - sum_of_heads(f, X, k, v, lam)))
 
 
 def _heads_step(k, v, gk, gv, alpha):
@@ -109,43 +101,20 @@ def _heads_step(k, v, gk, gv, alpha):
     return jax.vmap(projected_step, in_axes=(0, 0, 0, 0, None))(k, v, gk, gv, alpha)
 
 
-def tie(dr, tied):
-    """The draws of :func:`slr.task.draws` with the informative tokens' noise shared when ``tied`` (a
-    bool, traced or not): all take the first one's, as in the authors' code. Traceable, no checks."""
-    Z, J, G, xi = dr
-    if isinstance(tied, bool):  # static: the independent draws untouched (the same program as before)
-        return (Z, J, jnp.broadcast_to(G[:, :1], G.shape), xi) if tied else dr
-    return Z, J, jnp.where(tied, G[:, :1], G), xi
-
-
-def _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H, f):
-    """(step, noise, unroll) of the reduced samplers: :func:`slr.reduced.reduced_grads` for one head on
-    one location (Figure 5; other predictors by their projections), else :func:`slr.reduced.multi_grads`."""
-    n, d = ks.shape
-    if H == n == 1:
-        w, g_f = reduced.fallback_directions(d), None if f is attention_erf else f
-        grads = lambda cr, t, nz: (g[None] for g in reduced.reduced_grads(
-            nz, cr[0][0], cr[1][0], ks[0], vs[0], w, lam_t(t), gamma, L, eps, batch, g_f))
-        noise = lambda t: reduced.reduced_noise(jax.random.fold_in(key, t), d, L, batch)
-    else:
-        grads = lambda cr, t, nz: reduced.multi_grads(nz, cr[0], cr[1], ks, vs, lam_t(t), gamma, eps, tied)
-        noise = lambda t: reduced.multi_noise(jax.random.fold_in(key, t), d, L, batch, 2 * (n + H), H, n, tied)
-    step = lambda cr, t, nz: _heads_step(cr[0], cr[1], *grads(cr, t, nz), alpha)
-    return step, noise, (_UNROLL if H == n == 1 else _UNROLL_MULTI)
-
-
 def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f, sampler, n_chunks,
              batch, L, tied, block):
     """One run: the iterates (T, H, d) at the logged steps."""
     (H, d), n = k0.shape, ks.shape[0]
     if sampler == "reduced" and d >= 2 * (n + H):  # else no frame: the full draw is as cheap
-        step, noise, unroll = _reduced(key, ks, vs, lam_t, alpha, gamma, L, eps, batch, tied, H, f)
+        grads, noise = reduced.sampler(key, ks, vs, lam_t, gamma, L, eps, batch, tied, H, f)
+        step = lambda cr, t, nz: _heads_step(cr[0], cr[1], *grads(cr[0], cr[1], t, nz), alpha)
+        unroll = _UNROLL if H == n == 1 else _UNROLL_MULTI
         return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise, block,
                                 one_loop=True)  # unroll 1 (several heads; the suite's rolled loops): one step copy
     grad = jax.grad(partial(_loss, f), argnums=(0, 1))
 
     def body(cr, t):
-        dr = tie(fresh_draws(key, t, batch=batch, L=L, d=d, n_loc=n), tied)
+        dr = task.tie(fresh_draws(key, t, batch=batch, L=L, d=d, n_loc=n), tied)
         X, y, _ = task.assemble(dr, ks, vs, gamma=gamma, eps=eps)
         return _heads_step(cr[0], cr[1], *grad(cr[0], cr[1], X, y, lam_t(t)), alpha)
 
@@ -173,7 +142,7 @@ def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every,
     dot = lambda a, b: jnp.sum(a[:, :, :, None, :] * b[:, None, None, :, :], axis=-1)  # (R, T, H, n)
     logs = (dot(K, KS), dot(V, VS), dot(V, KS), dot(K, VS), jnp.sum(K * V, axis=-1))
     # one test draw shared by the runs, each assembling its own oracle's samples
-    tdraws = tie(task.draws(key_test, n_test, L=L, d=d, H=ks.shape[-2]), tied)
+    tdraws = task.tie(task.draws(key_test, n_test, L=L, d=d, H=ks.shape[-2]), tied)
     test_set = lambda a, b: task.assemble(tdraws, a, b, gamma=gamma, eps=eps)[:2]
     Xt, yt = jax.vmap(test_set)(ks, vs) if per_run else test_set(ks, vs)
 
@@ -183,7 +152,7 @@ def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every,
 
     if per_run:  # the predictions run by run (its test set stays in cache: 2.5x faster), the losses
         # step by step as in test_loss (the same numbers: the same reductions in the same layout)
-        pred = lambda a: jax.lax.map(lambda b: model(f, a[2], b[0], b[1], b[2]), (a[0], a[1], lam))
+        pred = lambda a: jax.lax.map(lambda b: sum_of_heads(f, a[2], b[0], b[1], b[2]), (a[0], a[1], lam))
         P = jax.lax.map(pred, (K, V, Xt))  # (R, T, n_test)
         test = jax.lax.map(lambda p: jnp.mean(jnp.square(yt - p), axis=-1), jnp.moveaxis(P, 1, 0)).T
     else:
@@ -195,14 +164,6 @@ def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every,
                              eps) - eps ** 2
         closed = closed if batched else closed[None]
     return lam, logs, test - eps ** 2, K[:, -1], V[:, -1], closed
-
-
-def _check_rows(name, x, d=None):
-    arr = check_unit_rows(name, x, d, max_ndim=3)
-    shape = "(R, H, d)" if name in ("k0", "v0") else "(n_loc, d) or (R, n_loc, d)"
-    if arr.ndim < 2:
-        raise ValueError(f"{name} must have shape {shape}, got shape {arr.shape}")
-    return arr
 
 
 def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, eps, log_every,
@@ -220,7 +181,7 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
         alpha: step size > 0. steps, batch, n_test, log_every: integers >= 1 (step 0 and the last step
             are always logged). gamma (> 0), eps (>= 0): standard deviations. L >= n_loc: tokens.
         predictor: a name of :data:`slr.predictors.PREDICTORS` or a callable f(X, k, v, lam); the model
-            is sum_h f(X, k_h, v_h, lam) (:func:`model`).
+            is sum_h f(X, k_h, v_h, lam) (:func:`slr.predictors.sum_of_heads`).
         shared_draws: one draw per step for every run (each assembles its own oracle's samples) instead
             of one independent stream per run (the reduced and coordinates samplers: the same frame
             coordinates in each run's own frame; every run's law is exact, the coupling is not the
@@ -241,21 +202,13 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
     lam = check_lam(lam, check_int("steps", steps, lo=1))
     check_run(alpha=alpha, gamma=gamma, L=L, eps=eps, log_every=log_every)
     check_int("batch", batch, lo=1), check_int("n_test", n_test, lo=1)
-    if not (callable(predictor) or (isinstance(predictor, str) and predictor in PREDICTORS)):
-        raise ValueError(f"predictor must be one of {sorted(PREDICTORS)} or a callable, got {predictor!r}")
-    f = get_predictor(predictor)
+    f = get_predictor(predictor, name="predictor")
     if not isinstance(shared_draws, bool):
         raise ValueError(f"shared_draws must be a bool, got {shared_draws!r}")
     if not isinstance(sampler, str) or sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
-    k0, v0 = _check_rows("k0", k0), _check_rows("v0", v0)
-    if k0.ndim != 3 or k0.shape != v0.shape:
-        raise ValueError(f"k0 and v0 must have one shape (R, H, d), got {k0.shape} and {v0.shape}")
+    k0, v0, ks, vs = check_heads(k0, v0, k_stars, v_stars)
     R, H, d = k0.shape
-    ks, vs = _check_rows("k_stars", k_stars, d), _check_rows("v_stars", v_stars, d)
-    if ks.shape != vs.shape or (ks.ndim == 3 and ks.shape[0] != R):
-        raise ValueError(f"k_stars and v_stars must have one shape (n_loc, d) or (R, n_loc, d) with R={R}, "
-                         f"got {ks.shape} and {vs.shape}")
     check_int("L", L, lo=ks.shape[-2])
     if sampler == "reduced" and f not in (attention_erf, attention_multihead) and not (
             f in READS_PROJECTIONS and H == ks.shape[-2] == 1):

@@ -20,7 +20,7 @@ import numpy as np
 from slr._validate import (check_int, check_interval, check_key, check_nonneg, check_orthogonal, check_positive,
                            check_probs, check_unit)
 
-__all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "draws", "assemble",
+__all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "draws", "tie", "assemble",
            "orthonormal_frame", "norm_rule_rates", "argmax_failure", "oracle_at_angle", "normal"]
 
 
@@ -170,6 +170,16 @@ def draws(key, n: int, *, L: int, d: int, H: int = 1, p=None, dtype=jnp.float64)
     G = normal(kg, (n, H, d), dtype=dtype)
     xi = jax.random.normal(kn, (n,), dtype=dtype)
     return Z, J, G, xi
+
+
+def tie(dr, tied):
+    """The draws of :func:`slr.task.draws` with the informative tokens' noise shared when ``tied`` (a
+    bool, traced or not): all take the first one's, as in the authors' code (Figures 9 and 10).
+    Traceable, no checks."""
+    Z, J, G, xi = dr
+    if isinstance(tied, bool):  # static: the independent draws untouched (the same program as before)
+        return (Z, J, jnp.broadcast_to(G[:, :1], G.shape), xi) if tied else dr
+    return Z, J, jnp.where(tied, G[:, :1], G), xi
 
 
 def assemble(draws, k_stars, v_stars, *, gamma, eps, d=None):

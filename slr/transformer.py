@@ -39,8 +39,7 @@ import optax
 from slr._threads import one_blas_thread
 from slr._transformer_grad import risk_grad as _risk_grad, signal_ln as _signal_ln
 from slr._validate import check_int, check_key, check_nonneg, check_positive
-from slr.sgd import tie
-from slr.task import assemble, draws, sample_oracle_multi
+from slr.task import assemble, draws, sample_oracle_multi, tie
 
 __all__ = ["TransformerConfig", "FIGURE_8", "FIGURE_10", "init_params", "register_token", "layer_norm",
            "predict", "forward_full", "draw_batch", "test_risk", "key_directions", "value_directions",
@@ -208,7 +207,7 @@ def forward_full(params, c, X):
 def draw_batch(key, n: int, k_stars, v_stars, *, L: int, gamma, eps, dtype=jnp.float32, shared=False):
     """(Multiple-)location regression samples X (n, L, d), y (n,) for k_stars, v_stars (H, d), traceable:
     with ``dtype=float64`` and the same key exactly :func:`slr.task.sample_multi`'s ``X, y``; with
-    ``shared`` the informative tokens share one noise draw (:func:`slr.sgd.tie`)."""
+    ``shared`` the informative tokens share one noise draw (:func:`slr.task.tie`)."""
     dr = tie(draws(key, n, L=L, d=k_stars.shape[1], H=k_stars.shape[0], dtype=dtype), shared)
     return assemble(dr, k_stars, v_stars, gamma=gamma, eps=eps)[:2]
 

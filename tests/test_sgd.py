@@ -93,7 +93,7 @@ def test_train_step_is_definition_1_head_by_head(small):
         for t in range(2):
             X, y, _ = task.assemble(S.fresh_draws(streams[1], t, batch=4, L=4, d=8, n_loc=2), ks, vs,
                                     gamma=GAMMA, eps=0.1)
-            loss = lambda a, b: jnp.mean(jnp.square(y - S.model(predictors.attention_erf, X, a, b, 0.8)))
+            loss = lambda a, b: jnp.mean(jnp.square(y - predictors.sum_of_heads(predictors.attention_erf, X, a, b, 0.8)))
             gk, gv = jax.grad(loss, argnums=(0, 1))(k, v)
             k, v = (jnp.stack(x) for x in zip(*(P.projected_step(k[h], v[h], gk[h], gv[h], 0.3) for h in range(2))))
         return k, v

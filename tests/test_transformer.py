@@ -201,7 +201,7 @@ def test_training_step_without_token_copy_equals_assembled_tokens(H, shared):
     """The training step (``_step_grad``: the noise tokens' LN shared, the informative tokens' LN placed
     by a one-hot M, no copy of X, the backward pass written by hand) gives jax.grad's gradients of the
     assembled X, and 20 SGD steps reach the same parameters (float64, to 1e-10)."""
-    from slr.sgd import tie
+    from slr.task import tie
     from slr.task import assemble
     d, L, B = 12, 5, 16
     cfg = T.TransformerConfig(L=L, d=d, p=6, m=10, H=H, n_locations=H, gamma=0.7, eps=0.1)
