@@ -19,8 +19,8 @@ Only the register row enters the prediction: :func:`predict` computes it alone f
 ``u_h = Q_h K_h^T LN(c) / sqrt(p)`` per head (:func:`forward_full`: the whole output, for checking).
 :func:`train`: plain SGD (optax) on the matrices, as in Appendix E.3, not Definition 1's sphere step;
 fresh samples (:func:`slr.task.draws`) at every step of one jitted ``lax.scan``, runs vmapped; float32.
-The step's gradient is written by hand in :mod:`slr._transformer_grad` (jax.grad's arithmetic up to
-round-off, tested to 1e-13 in float64): every product a plain row-major matrix product, and the
+The training program is :mod:`slr._transformer_train`, with the step's gradient written by hand (jax.grad's
+arithmetic up to round-off, tested to 1e-13 in float64): every product a plain row-major matrix product, and the
 informative tokens' layer norm from moments shared by the runs (``signal_ln``): Figure 8's step 15.0 ->
 11.2 ms of CPU.
 """
@@ -28,18 +28,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from functools import partial
 from typing import Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
+from slr import _transformer_train as _train
 from slr._threads import one_blas_thread
-from slr._transformer_grad import risk_grad as _risk_grad, signal_ln as _signal_ln
 from slr._validate import check_int, check_key, check_nonneg, check_positive
-from slr.task import assemble, draws, sample_oracle_multi, tie
+from slr.task import assemble, draws, tie
 
 __all__ = ["TransformerConfig", "FIGURE_8", "FIGURE_10", "init_params", "register_token", "layer_norm",
            "predict", "forward_full", "draw_batch", "test_risk", "key_directions", "value_directions",
@@ -128,24 +126,7 @@ def init_params(key, *, d: int, p: int, m: int, H: int = 1, dtype=jnp.float64, o
         raise ValueError(f"d must be a multiple of H, got d={d!r} and H={H!r}")
     check_nonneg("q_std", q_std)
     # sqrt(q_std ** 2): the scale of N(0, q_std^2) entries as gauss() computes it (the same bits as before)
-    return _init(key, d, p, m, H, dtype, o_variance, math.sqrt(q_std ** 2) if q_std else None)
-
-
-def _init(key, d, p, m, H, dtype, o_variance, q_scale):
-    """:func:`init_params` unchecked; ``q_scale`` the std of Q's entries: None (Q = 0) or a number,
-    traced or not (> 0: N(0, q_scale^2) entries, else Q = 0), so one program serves every ``q_std``."""
-    dv = d // H
-    kK, kV, kO, k1, k2, kt = jax.random.split(key, 6)
-    gauss = lambda k, shape, var: jax.random.normal(k, shape, dtype=dtype) * math.sqrt(var)
-    O = jnp.eye(d, dtype=dtype)[None] if H == 1 else gauss(kO, (H, dv, d), o_variance or 2.0 / (dv + d))
-    Q = jnp.zeros((H, d, p), dtype=dtype)
-    if q_scale is not None:
-        Q = jnp.where(q_scale > 0, jax.random.normal(jax.random.fold_in(kK, 1), Q.shape, dtype=dtype) * q_scale, Q)
-    return {"K": gauss(kK, (H, d, p), 2.0 / (d + p)), "Q": Q,
-            "V": gauss(kV, (H, d, dv), 2.0 / (d + dv)), "O": O,
-            "W1": gauss(k1, (d, m), 2.0 / (d + m)), "b1": jnp.zeros((m,), dtype=dtype),
-            "W2": gauss(k2, (m, d), 2.0 / (m + d)), "b2": jnp.zeros((d,), dtype=dtype),
-            "theta": gauss(kt, (d,), 1.0 / d**2)}
+    return _train.init(key, d, p, m, H, dtype, o_variance, math.sqrt(q_std ** 2) if q_std else None)
 
 
 def layer_norm(x):
@@ -242,73 +223,6 @@ def value_directions(params, c, X, *, linearise="jacobian"):
     return v / jnp.linalg.norm(v, axis=-1, keepdims=True)
 
 
-def _metrics(params, c, Xt, yt, k_stars, v_stars, eps, n_jac):
-    khat, ratio = key_directions(params)
-    vhat, vhat_id = (value_directions(params, c, Xt[:n_jac], linearise=m) for m in ("jacobian", "identity"))
-    return {"excess_risk": test_risk(params, c, Xt, yt) - eps**2,
-            "k_align": jnp.abs(khat @ k_stars.T),  # (H heads, n_locations)
-            "v_align": vhat @ v_stars.T, "v_align_identity": vhat_id @ v_stars.T, "sv_ratio": ratio}
-
-
-def _setup(key, q_scale, cfg: TransformerConfig):
-    dt = jnp.dtype(cfg.dtype)
-    k_oracle, k_init, k_reg, k_test = jax.random.split(key, 4)
-    k_stars, v_stars = (x.astype(dt) for x in sample_oracle_multi(k_oracle, cfg.d, cfg.n_locations))
-    params = _init(k_init, cfg.d, cfg.p, cfg.m, cfg.H, dt, cfg.o_variance, q_scale)
-    c = register_token(k_reg, cfg.d, dtype=dt)
-    Xt, yt = draw_batch(k_test, cfg.n_test, k_stars, v_stars, L=cfg.L, gamma=cfg.gamma, eps=cfg.eps, dtype=dt,
-                        shared=cfg.token_noise == "shared")
-    return params, c, k_stars, v_stars, Xt, yt
-
-
-def _step_grad(tr, c, ks, vs, NZ, dr, cfg):
-    """The risk's gradient on one step's draws ``dr`` (:func:`slr.task.draws`) for one run (oracle ks,
-    vs (n, d)): the samples of :func:`slr.task.assemble` without X (the informative rows LN(X[J]) = S
-    stand in for LN(Z)'s rows at the one-hot positions M (B, L, n)), by
-    :func:`slr._transformer_grad.risk_grad`."""
-    _, J, G, xi = dr
-    alpha = math.sqrt(cfg.d / 2.0)
-    y = (jnp.sum(alpha * jnp.sum(ks * vs, axis=-1) + cfg.gamma * jnp.einsum("bjd,jd->bj", G, vs), axis=-1)
-         + cfg.eps * xi)   # sum_j X[J_j].v_star_j + eps xi: assemble's y, expanded (round-off)
-    S = _signal_ln(ks, G, alpha, cfg.gamma)                     # LN(X[J]) (B, n, d)
-    M = (J[:, None, :] == jnp.arange(cfg.L)[:, None]).astype(G.dtype)
-    return _risk_grad(tr, c, NZ, y, M, S)
-
-
-@partial(jax.jit, static_argnums=3)
-def _train(run_keys, data_key, q_scale, cfg):
-    """The runs of ``cfg`` (static: its seed and q_std unread, 0; ``q_scale`` is the std of Q's entries)."""
-    dt = jnp.dtype(cfg.dtype)
-    params, c, k_stars, v_stars, Xt, yt = jax.vmap(lambda k: _setup(k, q_scale, cfg))(run_keys)
-    params = {k: v for k, v in params.items() if not (k == "O" and cfg.H == 1)}  # O = I: not stored
-    opt = optax.sgd(cfg.lr)
-    n_jac = min(cfg.n_test, 256)
-
-    metrics = lambda tr: jax.vmap(lambda *a: _metrics(*a, cfg.eps, n_jac))(tr, c, Xt, yt, k_stars, v_stars)
-    def one_update(tr, st, c, ks, vs, NZ, dr):  # NZ = LN(Z): the noise tokens' norms, once a step
-        updates, st = opt.update(_step_grad(tr, c, ks, vs, NZ, dr, cfg), st, tr)
-        return optax.apply_updates(tr, updates), st
-
-    def step(carry, key):
-        one_draw = lambda k: tie(draws(k, cfg.batch, L=cfg.L, d=cfg.d, H=cfg.n_locations, dtype=dt),
-                                 cfg.token_noise == "shared")
-        dr = one_draw(key) if cfg.shared_draws else jax.vmap(one_draw)(jax.random.split(key, cfg.repeats))
-        axes = (0, 0, 0, 0, 0) + (None if cfg.shared_draws else 0,) * 2
-        return jax.vmap(one_update, in_axes=axes)(*carry, c, k_stars, v_stars, layer_norm(dr[0]), dr), None
-
-    def block(carry, key):
-        carry, _ = jax.lax.scan(step, carry, jax.random.split(key, cfg.log_every))
-        return carry, metrics(carry[0])
-
-    (trained, _), logs = jax.lax.scan(block, (params, jax.vmap(opt.init)(params)),
-                                      jax.random.split(data_key, cfg.steps // cfg.log_every))
-    logs = jax.tree.map(lambda a, b: jnp.concatenate([a[:, None], jnp.swapaxes(b, 0, 1)], axis=1),
-                        metrics(params), logs)
-    vhat = jax.vmap(lambda tr, c, Xt: value_directions(tr, c, Xt[:n_jac]))(trained, c, Xt)
-    return {**logs, "Q_singular_values": jnp.linalg.svd(trained["Q"], compute_uv=False), "Q": trained["Q"],
-            "k_stars": k_stars, "v_stars": v_stars, "k_hat": key_directions(trained)[0], "v_hat": vhat}
-
-
 def train(cfg: TransformerConfig = FIGURE_8, seed=None):
     """Train ``cfg.repeats`` independent layers by single-pass SGD (optax.sgd) on fresh samples.
 
@@ -329,7 +243,7 @@ def train(cfg: TransformerConfig = FIGURE_8, seed=None):
     # OpenBLAS on one thread (slr._threads): the SVD logged for Figure 8's nearly rank-one Q took 0.1 to 3 s
     # of CPU per log with two threads, 0.01 s with one, the same numbers bit for bit (Figures 8 and 10)
     with one_blas_thread():  # seed and q_std enter as data: one program for all of them
-        out = jax.tree.map(np.asarray, _train(jax.random.split(run_key, cfg.repeats), data_key, q_scale,
+        out = jax.tree.map(np.asarray, _train.program(jax.random.split(run_key, cfg.repeats), data_key, q_scale,
                                               dataclasses.replace(cfg, seed=0, q_std=0.0)))
     out["steps"] = np.arange(0, cfg.steps + 1, cfg.log_every)
     return out

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from slr import transformer as T
+from slr import _transformer_train as TT, transformer as T
 from slr.task import draws, sample_multi, sample_oracle_multi
 
 # the layer's functions compiled whole: eagerly, every operation of a forward pass compiles alone
@@ -190,10 +190,10 @@ def test_query_side_weight_stays_rank_one():
     assert sv.shape == (2, 2, 8) and np.all(sv[..., 0] > 1e-3)
     assert np.max(sv[..., 1] / sv[..., 0]) < 1e-10
     assert out["k_hat"].shape == out["v_hat"].shape == (2, 2, 16) and out["Q"].shape == (2, 2, 16, 8)
-    programs = T._train._cache_size()
+    programs = TT.program._cache_size()
     sv_ctrl = T.train(dataclasses.replace(cfg, q_std=0.05, seed=7))["Q_singular_values"]
     assert np.min(sv_ctrl[..., 1] / sv_ctrl[..., 0]) > 1e-2
-    assert T._train._cache_size() == programs  # q_std and the seed enter as data: no new program
+    assert TT.program._cache_size() == programs  # q_std and the seed enter as data: no new program
 
 
 @pytest.mark.parametrize("H, shared", [(1, False), (2, True)])
@@ -216,7 +216,7 @@ def test_training_step_without_token_copy_equals_assembled_tokens(H, shared):
         return jax.grad(T.test_risk)(pr, c, X, y)
 
     old = jax.jit(old)
-    new = jax.jit(lambda pr, dr: T._step_grad(pr, c, ks, vs, T.layer_norm(dr[0]), dr, cfg))
+    new = jax.jit(lambda pr, dr: TT.step_grad(pr, c, ks, vs, T.layer_norm(dr[0]), dr, cfg))
     a = b = params
     for t in range(20):
         dr = batch(t)
@@ -238,5 +238,5 @@ def test_signal_layer_norm_from_moments():
     G = jax.random.normal(jax.random.key(30), (7, 2, 12))
     ks = jax.random.normal(jax.random.key(31), (2, 12))
     ref = T.layer_norm(1.7 * ks[None] + 0.4 * G)
-    np.testing.assert_allclose(T._signal_ln(ks, G, 1.7, 0.4), ref, atol=1e-13, rtol=0)
-    assert not np.allclose(T._signal_ln(ks, G, 1.7, 0.5), ref, atol=1e-3)
+    np.testing.assert_allclose(TT.signal_ln(ks, G, 1.7, 0.4), ref, atol=1e-13, rtol=0)
+    assert not np.allclose(TT.signal_ln(ks, G, 1.7, 0.5), ref, atol=1e-3)
