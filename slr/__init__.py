@@ -4,13 +4,13 @@ A companion to Marion, Berthier, Biau & Boyer, "Attention layers provably solve 
 regression" (ICLR 2025). One idea per module:
 
 - :mod:`slr.task`        the data distribution SLR(k_star, v_star) (Section 2.1) and its multi-location cousin
-- :mod:`slr.predictors`  the oracle argmax (Eq. 1), softmax (Eq. 2) and erf (Eq. 3) predictors
+- :mod:`slr.predictors`  the oracle argmax (Eq. 1), softmax (Eq. 2) and erf (Eq. 3) predictors; sums of heads (Eq. 31)
 - :mod:`slr.gaussian`    Gaussian-erf identities: phi, zeta (Owen's T) and their derivatives (Lemma 18)
 - :mod:`slr.overlaps`    the five overlaps (Section 3), distance to M, the 4-D frame, vectors with given overlaps
 - :mod:`slr.risk`        closed-form risks: Prop. 15, Theorem 1, Prop. 3; Monte Carlo risk
 - :mod:`slr.pgd`         exact projected gradient descent (Definition 1), batched over starts and per-run parameters
 - :mod:`slr.sgd`         THE stochastic PGD trainer: any predictor, H heads, n_loc locations (Figures 5 and 9)
-- :mod:`slr.reduced`     the exact-in-law reduced sampler of one erf head (Figure 5)
+- :mod:`slr.reduced`     the exact-in-law reduced samplers: one head (Figure 5), H erf heads with the heads in R^d
 - :mod:`slr.coordinates` erf heads' stochastic PGD in frame coordinates, exact in law, free of d (Figure 9)
 - :mod:`slr.manifold`    the map on M (Lemma 7), fixed points (Props. 9-10), Jacobian (Prop. 12), Hessian, step-size bound
 - :mod:`slr.experiments` the paper's figures as named frozen configurations
