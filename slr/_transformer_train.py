@@ -162,5 +162,5 @@ def program(run_keys, data_key, q_scale, cfg):
     logs = jax.tree.map(lambda a, b: jnp.concatenate([a[:, None], jnp.swapaxes(b, 0, 1)], axis=1),
                         logged(params), logs)
     vhat = jax.vmap(lambda tr, c, Xt: T.value_directions(tr, c, Xt[:n_jac]))(trained, c, Xt)
-    return {**logs, "Q_singular_values": jnp.linalg.svd(trained["Q"], compute_uv=False), "Q": trained["Q"],
+    return {**logs, "Q_singular_values": T.singular_values(trained["Q"]), "Q": trained["Q"],
             "k_stars": k_stars, "v_stars": v_stars, "k_hat": T.key_directions(trained)[0], "v_hat": vhat}

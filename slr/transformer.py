@@ -35,13 +35,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from slr import _transformer_train as _train
-from slr._threads import one_blas_thread
+from slr._threads import matrix_by_matrix, one_blas_thread
 from slr._validate import check_int, check_key, check_nonneg, check_positive
 from slr.task import assemble, draws, tie
 
 __all__ = ["TransformerConfig", "FIGURE_8", "FIGURE_10", "init_params", "register_token", "layer_norm",
            "predict", "forward_full", "draw_batch", "test_risk", "key_directions", "value_directions",
-           "train"]
+           "train", "singular_values"]
 
 LN_EPS = 1e-5
 
@@ -198,9 +198,17 @@ def test_risk(params, c, X, y, normed=False, M=None, S=None):
     return jnp.mean((predict(params, c, X, normed, M, S) - y) ** 2)
 
 
+#: SVDs one matrix at a time (slr._threads.matrix_by_matrix: the same numbers): a batched SVD that jaxlib
+#: splits over XLA's thread pool can deadlock when another such call runs at once, and the training
+#: program holds two (the logged singular values and k_hat); a script training Figures 8 and 10 in turn
+#: once stopped at 4% CPU for 10 minutes (2026-11-26).
+_svd = matrix_by_matrix(lambda a: jnp.linalg.svd(a, full_matrices=False))
+singular_values = matrix_by_matrix(lambda a: jnp.linalg.svd(a, compute_uv=False))
+
+
 def key_directions(params):
     """k_hat_h: first left singular vector of Q_h (d, p), and sigma_1 / sigma_2 of Q_h. Shapes (H, d), (H,)."""
-    U, s, _ = jnp.linalg.svd(params["Q"], full_matrices=False)
+    U, s, _ = _svd(params["Q"])
     return U[..., :, 0], s[..., 0] / s[..., 1]
 
 
