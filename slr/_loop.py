@@ -14,7 +14,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["run_chunks", "run_one_copy", "schedule", "log_steps", "lam_fn", "pad_to_block"]
+__all__ = ["run_chunks", "run_one_copy", "schedule", "log_steps", "lam_fn", "pad_to_block", "BLOCK",
+           "draw_block"]
+
+#: steps whose random draws :func:`run_chunks` makes at once (the reduced samplers: 50 and 200 measured alike)
+BLOCK = 50
+
+
+def draw_block(steps, block=BLOCK):
+    """The block for a run of ``steps`` steps: ``min(block, steps)``. With ``one_loop`` :func:`run_chunks`
+    draws a whole block even for a shorter run (a 1-step run drew 50 steps' noise: 2.6 s against 0.42 s
+    for 4000 runs of the coordinates sampler); a run of at least ``block`` steps keeps its program."""
+    return min(int(block), int(steps))
 
 
 def lam_fn(fn, lam0, c, dt):

@@ -1,6 +1,6 @@
-"""Private: the training program of the Transformer layer (:func:`slr.transformer.train`, Eq. 29): the runs' setup,
-the logged metrics, the jitted SGD loop (:func:`program`), and the gradient of the training risk, its
-backward pass written by hand (:func:`risk_grad`).
+"""Private: the training program of the Transformer layer (:func:`slr.transformer.train`, Eq. 29): the
+runs' setup, the logged metrics, the jitted SGD loop (:func:`program`), and the gradient of the
+training risk, its backward pass written by hand (:func:`risk_grad`).
 
 The arithmetic is jax.grad's up to round-off (``tests/test_transformer.py`` compares them to 1e-13 in
 float64), with every product a plain row-major matrix product, which XLA:CPU runs on its fast GEMM
@@ -81,8 +81,9 @@ def risk_grad(params, c, N, y, M, S):
 
 
 def init(key, d, p, m, H, dtype, o_variance, q_scale):
-    """:func:`slr.transformer.init_params` unchecked; ``q_scale`` the std of Q's entries: None (Q = 0) or a number,
-    traced or not (> 0: N(0, q_scale^2) entries, else Q = 0), so one program serves every ``q_std``."""
+    """:func:`slr.transformer.init_params` unchecked; ``q_scale`` the std of Q's entries: None (Q = 0)
+    or a number, traced or not (> 0: N(0, q_scale^2) entries, else Q = 0), so one program serves every
+    ``q_std``."""
     dv = d // H
     kK, kV, kO, k1, k2, kt = jax.random.split(key, 6)
     gauss = lambda k, shape, var: jax.random.normal(k, shape, dtype=dtype) * math.sqrt(var)

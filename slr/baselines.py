@@ -144,7 +144,7 @@ def _side_by_side(key_test, keys, k0, v0, ks, vs, lams, alpha, gamma, eps, *, fs
     def one_run(key, k, v):
         noise = lambda t: reduced.reduced_noise(jax.random.fold_in(key, t), d, L, batch)
         carry = (jnp.broadcast_to(k, (A, d)), jnp.broadcast_to(v, (A, d)))
-        return _loop.run_chunks(step, carry, lambda cr: cr, n_chunks, log_every, rem, 1, noise, 50)
+        return _loop.run_chunks(step, carry, lambda cr: cr, n_chunks, log_every, rem, 1, noise, _loop.BLOCK)
 
     K, V = jax.vmap(one_run)(keys, k0, v0)  # (R, T, A, d)
     Xt, yt, _ = task.assemble(task.draws(key_test, n_test, L=L, d=d), ks[None], vs[None], gamma=gamma, eps=eps)

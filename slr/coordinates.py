@@ -42,7 +42,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from slr import _loop, reduced
+from slr import _loop, reduced, task
 from slr.pgd import projected_step
 from slr.predictors import attention_multihead
 from slr.risk import closed_form
@@ -130,7 +130,7 @@ def step(carry, nz, ks, vs, lam, alpha, gamma, eps, d, shared):
     k, v = carry
     (H, D), n = k.shape, ks.shape[0]
     G, xi, T = nz
-    G = reduced.tie_tokens(G, n, shared)
+    G = task.tie_tokens(G, n, shared)
     C, sig, y = reduced.multi_coordinates(None, ks, vs, G, xi, gamma, eps, d=d)
     gk, gv, coef = reduced.multi_in_span(None, C, y, k, v, lam)
     c = reduced.noise_sources(coef, sig, n, shared)
@@ -145,7 +145,7 @@ def step(carry, nz, ks, vs, lam, alpha, gamma, eps, d, shared):
 @partial(jax.jit, static_argnames=("fn", "n_chunks", "batch", "n_test", "L", "has_rem", "shared_draws",
                                    "per_run", "block"))
 def core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, tied, *, fn,
-         n_chunks, batch, n_test, L, has_rem, shared_draws, per_run, block=50):
+         n_chunks, batch, n_test, L, has_rem, shared_draws, per_run, block=_loop.BLOCK):
     """The runs (R) of :func:`slr.sgd.train` with ``sampler="coordinates"``: (lam (T,), (kappa, nu, theta,
     eta, rho), test error minus eps^2 (R, T), final k, v (R, H, d), closed form (one head on one
     location) or None), the outputs of the full-d program."""
@@ -169,7 +169,7 @@ def core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, 
     # the test samples' coordinates, once, shared by the runs: each run's oracles make its samples
     kg, kx, kb = jax.random.split(key_test, 3)
     Gt = jax.random.normal(kg, (n_test, L, D), dtype=jnp.float64)
-    Gt = reduced.tie_tokens(Gt, n, tied)
+    Gt = task.tie_tokens(Gt, n, tied)
     xit = jax.random.normal(kx, (n_test,), dtype=jnp.float64)
 
     def test_error(Kr, Vr, ksc, vsc):  # one run, every log

@@ -172,8 +172,9 @@ READS_PROJECTIONS = (attention_erf, attention_sigmoid, attention_relu, attention
 
 
 def sum_of_heads(f, X, k, v, lam):
-    """The model of H heads, sum_h f(X, k_h, v_h, lam) (Eq. 31 for erf) for heads k, v of shape (H, d); a predictor that reads all heads at
-    once (``f.heads``, e.g. :func:`slr.predictors.attention_multihead`) is called as is. Traceable."""
+    """The model of H heads, sum_h f(X, k_h, v_h, lam) (Eq. 31 for erf), for heads k, v of shape (H, d);
+    a predictor that reads all heads at once (``f.heads``, e.g. :func:`attention_multihead`) is called
+    as is. Traceable."""
     if getattr(f, "heads", False):
         return f(X, k, v, lam)
     return sum((f(X, k[h], v[h], lam) for h in range(1, k.shape[0])), f(X, k[0], v[0], lam))  # in order

@@ -31,11 +31,12 @@ import math
 import jax
 import jax.numpy as jnp
 
+from slr import task
 from slr._threads import matrix_by_matrix
 from slr.predictors import attention_erf
 
 __all__ = ["loss", "fallback_directions", "reduced_noise", "projection_coefficients", "reduced_grads", "frame", "multi_noise",
-           "multi_coordinates", "multi_in_span", "noise_sources", "tie_tokens", "multi_grads",
+           "multi_coordinates", "multi_in_span", "noise_sources", "multi_grads",
            "sampler"]
 
 _GS_TOL = 1e-8  # residual norm below which a vector counts as lying in the span (then substituted)
@@ -155,15 +156,9 @@ def multi_noise(key, d, L, batch, D, H, n, shared):
     0..n-1) of a sequence share token 0's noise. Traceable."""
     kg, kx, kz = jax.random.split(key, 3)
     G = jax.random.normal(kg, (batch, L, D), dtype=jnp.float64)
-    G = tie_tokens(G, n, shared)  # shared: traced or static
+    G = task.tie_tokens(G, n, shared)  # shared: traced or static
     return G, jax.random.normal(kx, (batch,), dtype=jnp.float64), \
         jax.random.normal(kz, (2 * H, d), dtype=jnp.float64)
-
-
-def tie_tokens(G, n, shared):
-    """The token draws G (B, L, ...) with the n informative tokens (positions 0..n-1) given token 0's
-    draw when ``shared`` (a bool, traced or not): one noise source for them, as in the authors' code."""
-    return jnp.where(shared & (jnp.arange(G.shape[1]) < n)[:, None], G[:, :1], G)
 
 
 def multi_coordinates(Q, ks, vs, G, xi, gamma, eps, d=None):

@@ -35,7 +35,6 @@ __all__ = ["train", "sgd", "TrainLog", "batch_keys", "fresh_draws", "SAMPLERS", 
 
 SAMPLERS = ("reduced", "full", "coordinates")
 TOKEN_NOISE = ("independent", "shared")
-_BLOCK = 50  # steps whose draws are made at once (reduced sampler; 50 and 200 measured alike)
 _UNROLL = 4  # inner-loop unrolling of the steps (fig5: 0.33 ms per step of 30 repeats, 1: 0.44 ms)
 _UNROLL_MULTI = 1  # several heads, reduced: unrolling multiplies the compilation time
 #: runs x steps from which :func:`train` runs the two halves of an even number of runs on two threads
@@ -125,7 +124,7 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
                                    "shared", "per_run", "batched", "tied_static", "block"))
 def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, tied, *, f,
           sampler, fn, n_chunks, batch, n_test, L, has_rem, shared, per_run, batched=True, tied_static=None,
-          block=_BLOCK):
+          block=_loop.BLOCK):
     tied = tied if tied_static is None else tied_static  # traced for the reduced sampler: one compilation
     lam_t = _loop.lam_fn(fn, lam0, c, jnp.float64)
     run = lambda kk, a, b, s, u: _one_run(kk, a, b, s, u, lam_t, alpha, gamma, eps, log_every,
@@ -234,11 +233,11 @@ def _train(key_test, keys, k0, v0, ks, vs, lam, *, alpha, steps, batch, gamma, L
     args = lambda kk, a, b, s, u: (key_test, kk, *map(jnp.asarray, (a, b, s, u)), lam0, c, float(alpha),
                                    float(gamma), float(eps), int(log_every), int(rem or 0), jnp.asarray(t_log),
                                    bool(tied))
-    # the reduced and coordinates samplers' draws, min(_BLOCK, steps) steps at a time: a run shorter than a
-    # block draws no unread steps (the full draw has no blocks: one program for every step count)
+    # the reduced and coordinates samplers' draws, a block of steps at a time (_loop.draw_block); the full
+    # draw has no blocks: one program for every step count
     static = dict(fn=fn, n_chunks=n_chunks, batch=int(batch), n_test=int(n_test), L=int(L),
                   has_rem=rem is not None, per_run=per_run,
-                  block=_BLOCK if sampler == "full" else min(_BLOCK, int(steps)))
+                  block=_loop.BLOCK if sampler == "full" else _loop.draw_block(steps))
     if sampler == "coordinates":  # the overlaps in frame coordinates (slr.coordinates)
         core = lambda *a: coordinates.core(*args(*a), shared_draws=shared, **static)
     else:

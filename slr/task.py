@@ -20,7 +20,7 @@ import numpy as np
 from slr._validate import (check_int, check_interval, check_key, check_nonneg, check_orthogonal, check_positive,
                            check_probs, check_unit)
 
-__all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "draws", "tie", "assemble",
+__all__ = ["sample_oracle", "sample", "sample_oracle_multi", "sample_multi", "draws", "tie", "tie_tokens", "assemble",
            "orthonormal_frame", "norm_rule_rates", "argmax_failure", "oracle_at_angle", "normal"]
 
 
@@ -172,14 +172,20 @@ def draws(key, n: int, *, L: int, d: int, H: int = 1, p=None, dtype=jnp.float64)
     return Z, J, G, xi
 
 
+def tie_tokens(G, n, shared):
+    """The token draws G (B, L, ...) with the n informative tokens (positions 0..n-1) given token 0's
+    draw when ``shared`` (a bool, traced or not): one noise source for them, as in the authors' code
+    (Figures 9 and 10). Traceable, no checks."""
+    return jnp.where(shared & (jnp.arange(G.shape[1]) < n)[:, None], G[:, :1], G)
+
+
 def tie(dr, tied):
-    """The draws of :func:`slr.task.draws` with the informative tokens' noise shared when ``tied`` (a
-    bool, traced or not): all take the first one's, as in the authors' code (Figures 9 and 10).
-    Traceable, no checks."""
+    """The draws of :func:`draws` with the informative tokens' noise shared when ``tied`` (a bool,
+    traced or not): :func:`tie_tokens` on their noise G (B, n, d). Traceable, no checks."""
     Z, J, G, xi = dr
     if isinstance(tied, bool):  # static: the independent draws untouched (the same program as before)
         return (Z, J, jnp.broadcast_to(G[:, :1], G.shape), xi) if tied else dr
-    return Z, J, jnp.where(tied, G[:, :1], G), xi
+    return Z, J, tie_tokens(G, G.shape[1], tied), xi
 
 
 def assemble(draws, k_stars, v_stars, *, gamma, eps, d=None):
