@@ -143,7 +143,7 @@ def step(carry, nz, ks, vs, lam, alpha, gamma, eps, d, shared):
 
 
 @partial(jax.jit, static_argnames=("fn", "n_chunks", "batch", "n_test", "L", "has_rem", "shared_draws",
-                                   "per_run", "block"))
+                                   "per_run", "block"), compiler_options=_loop.CLASSIC_EMITTERS)
 def core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, tied, *, fn,
          n_chunks, batch, n_test, L, has_rem, shared_draws, per_run, block=_loop.BLOCK):
     """The runs (R) of :func:`slr.sgd.train` with ``sampler="coordinates"``: (lam (T,), (kappa, nu, theta,
