@@ -19,7 +19,7 @@ __all__ = ["run_chunks", "run_one_copy", "schedule", "log_steps", "lam_fn", "pad
 
 #: XLA:CPU option of the frame-coordinates trainer (``slr.coordinates.core``, Figures 5 and 9 and the angle
 #: sweep): the classic fusion emitters instead of the newer ones. Its program for the angle sweep compiled in
-#: 7.2-7.6 s instead of 8.8-9.8 s (three runs each, 2026-11-27) and runs as fast, with the same numbers bit for
+#: 7.2-7.6 s instead of 8.8-9.8 s (three runs each, 2026-11-26) and runs as fast, with the same numbers bit for
 #: bit (every output of Figure 5, of Figure 9 with both token noises and seeds 0 and 1, and of the sweep).
 #: Not set on exact PGD or the Transformer's program: there the two emitters' code rounds differently.
 CLASSIC_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
