@@ -7,6 +7,7 @@ the step in the compiled program (no unrolling, no blocks of draws). :func:`sche
 :func:`log_steps` give the static chunk count and the logged step numbers; :func:`lam_fn` turns an
 inverse-temperature schedule into a traceable ``t -> lam_t``. :func:`pad_to_block` pads a batch of
 parameters to a fixed block size, so that a jitted function compiles once for every batch size.
+``CLASSIC_EMITTERS`` is the XLA:CPU compiler option of the frame-coordinates trainer (:mod:`slr.coordinates`).
 """
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ __all__ = ["run_chunks", "run_one_copy", "schedule", "log_steps", "lam_fn", "pad
 
 #: XLA:CPU option of the frame-coordinates trainer (``slr.coordinates.core``, Figures 5 and 9 and the angle
 #: sweep): the classic fusion emitters instead of the newer ones. Its program for the angle sweep compiled in
-#: 7.2-7.6 s instead of 8.8-9.8 s (three runs each, 2026-11-26) and runs as fast, with the same numbers bit for
-#: bit (every output of Figure 5, of Figure 9 with both token noises and seeds 0 and 1, and of the sweep).
-#: Not set on exact PGD or the Transformer's program: there the two emitters' code rounds differently.
+#: 7.2-7.6 s instead of 8.8-9.8 s (three A/B pairs, 2026-11-26), with the same numbers bit for bit (every output
+#: of Figure 5, of Figure 9 with both token noises and seeds 0 and 1, and of the sweep); with the option set
+#: process-wide, 20 000 of its steps ran in 4.9 s against 4.7 s. Not set on exact PGD or the Transformer's
+#: program: set process-wide it changed the last bits of the temperature map, the dimension sweep and Figure 8.
 CLASSIC_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
 
 #: steps whose random draws :func:`run_chunks` makes at once (the reduced samplers: 50 and 200 measured alike)
