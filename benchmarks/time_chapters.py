@@ -50,6 +50,7 @@ def main():
         import shutil
         shutil.rmtree(cache, ignore_errors=True)
     os.environ["SLR_CACHE_DIR"] = str(cache)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the kernels keep their bytecode, as under the Makefile
     nbs = toc_notebooks()
     if args.chapters:
         nbs = [p for p in nbs if p.stem in args.chapters]
