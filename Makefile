@@ -20,7 +20,8 @@ export JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES := 0
 # importing jax, scipy, matplotlib and slr took 5.4 s without the cache and 1.9 s with it, torch and
 # transformers (the probe) 10.5 s against 4.7 s. The bytecode goes to __pycache__ folders (.gitignore).
 # `make test` from fresh clones, alone, in turn (2026-11-27, morning): 990.6 and 986.6 s with the variable
-# set, 913.8 s without (user + sys CPU 1775.7 and 1753.9 s against 1639.7 s; benchmarks/README.md).
+# set, 913.8 and 957.4 s without (user + sys CPU 1775.7 and 1753.9 s against 1639.7 and 1721.7 s;
+# benchmarks/README.md).
 unexport PYTHONDONTWRITEBYTECODE
 # The unit suite on every core (pytest-xdist; pyproject.toml sends one test file to each worker).
 UNIT   := $(BIN)/python -m pytest tests -q --ignore=tests/test_browser.py -n auto
