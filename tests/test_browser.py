@@ -255,11 +255,12 @@ def _settle(page, inflight, deadline, quiet=0.5):
     "networkidle"), or until `deadline` (time.monotonic()); True when it settled.
 
     The page's own count of the requests in flight (`inflight`, kept by _open_one's listeners) replaces
-    `page.wait_for_load_state("networkidle")`, whose idle event (playwright 1.65) did not fire on some
-    loads although every request of the page had finished: with page.route on, one page in about a
-    hundred loads in `make test` (two stalls of 90 s in a row in CI on 2026-11-27); with it off (and so
-    Chromium's HTTP cache on), every second load of a page in one context (book/task.html: loads 2 and 4
-    of 4; book/attention.html: 44 of 44 requests finished, no event in 90 s)."""
+    `page.wait_for_load_state("networkidle")`, whose idle event (playwright 1.65) did not come on some
+    loads. With page.route on (Chromium's HTTP cache off), one load of 46 in a fresh clone's `make test`
+    stalled 90 s, and in CI (2026-11-27) one page stalled twice in a row; with it off (the cache on),
+    every second load of a page in one context stalled although every request of the page had finished
+    (book/task.html: loads 2 and 4 of 4; book/attention.html: 44 of 44 requests finished, no event in
+    90 s)."""
     quiet_since = time.monotonic()
     while True:
         now = time.monotonic()
