@@ -9,7 +9,9 @@ For Z ~ N(0, 1), a real and b >= 0, with s_b = sqrt(1 + 2 b^2) and c_b = sqrt(1 
 - (G8) ``d/db zeta   = b * zeta2``  (heat equation), used as the exact derivative in b.
 
 Everything is closed form (no quadrature) and differentiable to any order: ``zeta`` carries a custom
-JVP built from (G6) and (G8), and the derivatives themselves are elementary functions.
+JVP built from (G6) and (G8), and the derivatives themselves are elementary functions. Each is jitted:
+called on arrays outside a jit (the chapters' grids), one program per shape is compiled instead of one
+per operation.
 :func:`expect_normal` computes E[f(Z)] by adaptive quadrature, independently of every closed form.
 """
 from __future__ import annotations
@@ -36,11 +38,13 @@ def expect_normal(f, *, epsabs=1e-14, epsrel=1e-13):
     return scipy.integrate.quad(g, -math.inf, math.inf, epsabs=epsabs, epsrel=epsrel, limit=200)[0]
 
 
+@jax.jit
 def derf(x):
     """erf'(x) = 2/sqrt(pi) exp(-x^2)."""
     return _TWO_OVER_SQRT_PI * jnp.exp(-jnp.square(x))
 
 
+@jax.jit
 def d2erf(x):
     """erf''(x) = -2 x erf'(x)."""
     return -2.0 * x * derf(x)
@@ -54,29 +58,34 @@ def _c(b):
     return jnp.sqrt(1.0 + 4.0 * jnp.square(b))
 
 
+@jax.jit
 def phi(a, b):
     """(G1) E[erf(a + b Z)] = erf(a / sqrt(1 + 2 b^2))."""
     return erf(a / _s(b))
 
 
+@jax.jit
 def phi1(a, b):
     """(G2) d/da E[erf(a + b Z)] = E[erf'(a + b Z)] = erf'(a / s_b) / s_b."""
     s = _s(b)
     return derf(a / s) / s
 
 
+@jax.jit
 def phi2(a, b):
     """(G2) d^2/da^2 E[erf(a + b Z)] = erf''(a / s_b) / s_b^2."""
     s = _s(b)
     return d2erf(a / s) / jnp.square(s)
 
 
+@jax.jit
 def zeta1(a, b):
     """(G6) d/da E[erf(a + b Z)^2] = (2 / s_b) erf(a / (s_b c_b)) erf'(a / s_b)."""
     s, c = _s(b), _c(b)
     return 2.0 / s * erf(a / (s * c)) * derf(a / s)
 
 
+@jax.jit
 def zeta2(a, b):
     """(G7) d^2/da^2 E[erf(a + b Z)^2].
 
@@ -95,6 +104,13 @@ def zeta(a, b):
     Even in ``a``; ``zeta(+-inf; b) = 1``; ``zeta(0; b) = (2/pi) arcsin(2 b^2 / (1 + 2 b^2))`` (G9).
     Differentiable in both arguments: d zeta = zeta1 da + b zeta2 db (G6, G8).
     """
+    return _zeta(a, b)
+
+
+@jax.jit
+def _zeta(a, b):
+    """zeta's value (one compiled program per shape: Owen's T is some fifty operations, each of them
+    compiled apart when called outside a jit)."""
     a, b = jnp.asarray(a), jnp.asarray(b)
     # owens_t computes in float64 even for float32 inputs: keep the dtype of (a, b), as the JVP does
     dtype = jnp.result_type(a, b)
@@ -109,6 +125,7 @@ def _zeta_jvp(primals, tangents):
     return out, zeta1(a, b) * da + b * zeta2(a, b) * db
 
 
+@jax.jit
 def zeta0(b):
     """(G9) zeta(0; b) = (2/pi) arcsin(2 b^2 / (1 + 2 b^2)): the squared-erf mean of a centred input."""
     b2 = jnp.square(b)

@@ -62,9 +62,11 @@ def _check_common(lam, gamma, d, L, eps):
             raise ValueError(f"L must be an integer >= 1, got {L!r}")
 
 
+@jax.jit
 def closed_form(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps):
     """Proposition 15, compact form: the traceable kernel of :func:`risk` (positional arguments, no
-    validation, differentiable; :func:`risk` is the checked entry point)."""
+    validation, differentiable; :func:`risk` is the checked entry point). Jitted: called on arrays
+    outside a jit, one program per shape is compiled, not one per operation."""
     r = jnp.sqrt(d / 2.0)
     b = lam * gamma
     a = lam * r * kappa
@@ -82,6 +84,7 @@ def closed_form(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps):
             + 2.0 * (L - 1) * lam * rho * psi0 * (m * ph + lam * g2 * rho * ph1))
 
 
+@jax.jit
 def closed_form_expanded(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps):
     """Proposition 15 as the paper writes it, with zeta'(a; b) and zeta''(a; b) expanded by Lemma 18
     into erf, erf' and erf'' of u = lam sqrt(d/2) kappa / s (s = sqrt(1 + 2 lam^2 gamma^2),

@@ -12,6 +12,7 @@ standard deviation. Locations are 0-based in code (the paper writes 1..L).
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -113,9 +114,16 @@ def sample(key, n: int, k_star, v_star, *, L: int, gamma: float, eps: float = 0.
     check_unit("v_star", v_star, d=d)
     check_orthogonal("k_star", k_star, "v_star", v_star)
     probs = None if p is None else jnp.asarray(check_probs("p", p, L))
-    X, y, J = assemble(draws(key, n, L=L, d=d, p=probs), jnp.asarray(k_star)[None], jnp.asarray(v_star)[None],
-                       gamma=gamma, eps=eps)
+    X, y, J = _sample(key, jnp.asarray(k_star)[None], jnp.asarray(v_star)[None], gamma, eps, probs, n=n, L=L, d=d,
+                      H=1)
     return X, y, J[:, 0]
+
+
+@partial(jax.jit, static_argnames=("n", "L", "d", "H"))
+def _sample(key, k_stars, v_stars, gamma, eps, p, *, n, L, d, H):
+    """:func:`assemble` of :func:`draws`, compiled once per (n, L, d, H): called outside a jit, the draws
+    and the assembly are one program, not one per operation."""
+    return assemble(draws(key, n, L=L, d=d, H=H, p=p), k_stars, v_stars, gamma=gamma, eps=eps)
 
 
 def sample_multi(key, n: int, k_stars, v_stars, *, L: int, gamma: float, eps: float = 0.0):
@@ -144,9 +152,7 @@ def sample_multi(key, n: int, k_stars, v_stars, *, L: int, gamma: float, eps: fl
     gram = frame @ frame.T
     if np.max(np.abs(gram - np.eye(2 * H))) > 1e-6:
         raise ValueError("k_stars and v_stars must be 2H mutually orthonormal vectors (rows)")
-    k_stars, v_stars = jnp.asarray(k_stars), jnp.asarray(v_stars)
-    X, y, J = assemble(draws(key, n, L=L, d=d, H=H), k_stars, v_stars, gamma=gamma, eps=eps)
-    return X, y, J
+    return _sample(key, jnp.asarray(k_stars), jnp.asarray(v_stars), gamma, eps, None, n=n, L=L, d=d, H=H)
 
 
 def draws(key, n: int, *, L: int, d: int, H: int = 1, p=None, dtype=jnp.float64):

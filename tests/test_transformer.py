@@ -87,7 +87,9 @@ def test_layer_norm():
 def test_draw_batch_matches_task_sampler():
     ks, vs = sample_oracle_multi(jax.random.key(8), 16, 2)
     X1, y1, _ = sample_multi(jax.random.key(9), 6, ks, vs, L=7, gamma=0.7, eps=0.1)
-    X2, y2 = T.draw_batch(jax.random.key(9), 6, ks, vs, L=7, gamma=0.7, eps=0.1, dtype=jnp.float64)
+    # both compiled (sample_multi is one program): the same draws, the same arithmetic
+    batch = jax.jit(lambda k, a, b, g, e: T.draw_batch(k, 6, a, b, L=7, gamma=g, eps=e, dtype=jnp.float64))
+    X2, y2 = batch(jax.random.key(9), ks, vs, 0.7, 0.1)
     np.testing.assert_array_equal(X1, X2)
     np.testing.assert_array_equal(y1, y2)
 
