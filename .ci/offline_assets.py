@@ -6,6 +6,7 @@ every equation would stay raw TeX. This script puts pinned copies into `_build/o
 
     _build/html/mathjax/   MathJax 3 (tex-chtml-full + its woff fonts + menu/a11y components), Apache-2.0
     _build/html/widgets/   RequireJS and @jupyter-widgets/html-manager embed-amd.js, MIT / BSD-3-Clause
+    _build/html/favicon.ico  the book's icon for the root redirect page, drawn here (:func:`favicon`)
 
 Each package is fetched with `npm pack` (the npm registry's own client; falls back to the registry's
 tarball URL when npm is absent) and checked against the SHA-256 pinned below. Re-running is a no-op once
@@ -67,10 +68,26 @@ def _fetch(name, version, tmp):
         return r.read()
 
 
+def favicon(dest):
+    """``favicon.ico`` at the root of the site (the book's web/favicon.svg, drawn again with Pillow, which
+    matplotlib installs): the pages declare the SVG, but the root page that Jupyter Book writes (a bare
+    redirect to book/intro.html) declares none, and Chromium then asks for /favicon.ico before it follows
+    the redirect, sometimes, logging a 404 (the browser test failed on it once, 2026-11-27)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    img = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(img)
+    draw.rounded_rectangle((0, 0, 63, 63), radius=12, fill="#1f4e79")
+    draw.text((32, 34), "slr", fill="white", anchor="mm", font=ImageFont.load_default(size=30))
+    dest.mkdir(parents=True, exist_ok=True)
+    img.save(dest / "favicon.ico", sizes=[(16, 16), (32, 32), (64, 64)])
+
+
 def main():
     stamp = DEST / ".stamp"
     want = json.dumps([p[:3] for p in PACKAGES])
     if stamp.exists() and stamp.read_text() == want:
+        favicon(DEST)
         return
     if DEST.exists():
         shutil.rmtree(DEST)
@@ -95,6 +112,7 @@ def main():
                             n += 1
             print(f"offline_assets: {name}@{version}: {n} files")
     stamp.write_text(want)
+    favicon(DEST)
 
 
 if __name__ == "__main__":

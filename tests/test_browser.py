@@ -347,6 +347,16 @@ def test_toc_is_not_empty():
     assert len(toc_pages()) >= 2
 
 
+def test_the_site_root_serves_an_icon():
+    """/favicon.ico is a real icon (16 and 32 px): Jupyter Book's root page, a bare redirect, declares no
+    icon, and Chromium sometimes asks for /favicon.ico before it follows the redirect; a 404 there is a
+    console error of index.html (seen once, 2026-11-27). .ci/offline_assets.py draws it."""
+    from PIL import Image
+
+    with Image.open(HTML / "favicon.ico") as im:
+        assert im.format == "ICO" and {(16, 16), (32, 32)} <= set(im.info["sizes"])
+
+
 @pytest.mark.parametrize("rel", toc_pages())
 def test_toc_page_is_built(rel, results):
     assert (HTML / rel).exists(), f"{rel} is in _toc.yml but missing from the built book"
