@@ -69,8 +69,8 @@ def _fetch(name, version, tmp):
 
 
 def favicon(dest):
-    """``favicon.ico`` at the root of the site (the book's web/favicon.svg, drawn again with Pillow, which
-    matplotlib installs): the pages declare the SVG, but the root page that Jupyter Book writes (a bare
+    """``favicon.ico`` at the root of the site (the book's web/favicon.svg, drawn again with Pillow, pinned in
+    requirements.txt): the pages declare the SVG, but the root page that Jupyter Book writes (a bare
     redirect to book/intro.html) declares none, and Chromium then asks for /favicon.ico before it follows
     the redirect, sometimes, logging a 404 (the browser test failed on it once, 2026-11-27)."""
     from PIL import Image, ImageDraw, ImageFont

@@ -187,8 +187,10 @@ def forward_full(params, c, X):
 
 def draw_batch(key, n: int, k_stars, v_stars, *, L: int, gamma, eps, dtype=jnp.float32, shared=False):
     """(Multiple-)location regression samples X (n, L, d), y (n,) for k_stars, v_stars (H, d), traceable:
-    with ``dtype=float64`` and the same key exactly :func:`slr.task.sample_multi`'s ``X, y``; with
-    ``shared`` the informative tokens share one noise draw (:func:`slr.task.tie`)."""
+    with ``dtype=float64`` and the same key :func:`slr.task.sample_multi`'s ``X, y``, exactly when both are
+    compiled (sample_multi is one jitted program; called outside a jit this function's operations may round
+    differently in the last bit); with ``shared`` the informative tokens share one noise draw
+    (:func:`slr.task.tie`)."""
     dr = tie(draws(key, n, L=L, d=k_stars.shape[1], H=k_stars.shape[0], dtype=dtype), shared)
     return assemble(dr, k_stars, v_stars, gamma=gamma, eps=eps)[:2]
 

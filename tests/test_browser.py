@@ -350,7 +350,8 @@ def test_toc_is_not_empty():
 def test_the_site_root_serves_an_icon():
     """/favicon.ico is a real icon (16 and 32 px): Jupyter Book's root page, a bare redirect, declares no
     icon, and Chromium sometimes asks for /favicon.ico before it follows the redirect; a 404 there is a
-    console error of index.html (seen once, 2026-11-27). .ci/offline_assets.py draws it."""
+    console error of index.html (seen once, 2026-11-27). .ci/offline_assets.py draws it. On a build made
+    before that script drew it, this test failed (FileNotFoundError)."""
     from PIL import Image
 
     with Image.open(HTML / "favicon.ico") as im:
