@@ -114,3 +114,45 @@ def test_no_figure_text_below_the_house_minimum():
         "fontsize=7", 'labelsize="x-small"']
     bad = [(where, f) for where, src in _code_sources() for f in _small_fonts(src, plotting.MIN_FONT_PT)]
     assert not bad, f"text below {plotting.MIN_FONT_PT} pt: {bad}"
+
+
+_GATES = re.compile(r"^`{3,}\{(exercise|solution)-(start|end)\}", re.M)
+PAGES = NOTEBOOKS + sorted((ROOT / "book").rglob("*.md"))
+
+
+def _gate_errors(text):
+    """What is unbalanced in a page's gated directives (sphinx-exercise): each exercise-start or
+    solution-start must be closed by its own end before the next start."""
+    errors, open_ = [], None
+    for m in _GATES.finditer(text):
+        kind, edge = m.groups()
+        if edge == "start":
+            if open_:
+                errors.append(f"{open_}-start not closed before a {kind}-start")
+            open_ = kind
+        else:
+            if open_ != kind:
+                errors.append(f"{kind}-end without its start")
+            open_ = None
+    return errors + ([f"{open_}-start without its end"] if open_ else [])
+
+
+def test_gate_check_can_fail():
+    """Control: a solution left open (the build's 'solution-start without a solution-end') is found."""
+    ok = ("```{exercise-start}\n```\nQ\n```{exercise-end}\n```\n"
+          "```{solution-start} ex\n```\nA\n```{solution-end}\n```")
+    assert _gate_errors(ok) == []
+    assert _gate_errors(ok.rsplit("```{solution-end}", 1)[0]) == ["solution-start without its end"]
+    assert _gate_errors("````{solution-end}\n````") == ["solution-end without its start"]
+
+
+@pytest.mark.parametrize("path", PAGES, ids=lambda p: p.name)
+def test_exercises_and_solutions_are_closed(path):
+    """Every exercise and solution of a page is closed before the next opens (the book build fails
+    otherwise, after nbval has executed every chapter: this finds it in a second)."""
+    if path.suffix == ".ipynb":
+        cells = json.loads(path.read_text())["cells"]
+        text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    else:
+        text = path.read_text()
+    assert _gate_errors(text) == [], f"{path.name}: {_gate_errors(text)}"
