@@ -152,8 +152,19 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if not cached[str(item.path)]]
 
 
+def _create_cache(config):
+    """Create the jupyter-cache (its folder and SQLite tables) if it does not exist yet. jupyter-cache
+    creates its tables on first use, so two pytest-xdist workers opening a fresh cache at once could both
+    try to: `make book` from a fresh clone failed so ("table settings already exists", 2026-11-27)."""
+    from jupyter_cache import get_cache
+
+    get_cache(str(_cache_dir(config))).list_cache_records()
+
+
 def pytest_configure(config):
     from nbval.kernel import RunningKernel
 
     RunningKernel.execute_cell_input = _execute_as_jupyter
     config.pluginmanager.register(_Recorder(config), "nbval-cache-recorder")
+    if not hasattr(config, "workerinput"):  # the controlling process: before any xdist worker starts
+        _create_cache(config)

@@ -54,3 +54,26 @@ def test_passing_chapter_is_cached_failing_one_is_not(tmp_path):
     edited = _notebook(tmp_path / "good.ipynb", "x = 6 * 7\nprint(x)", "x + 1", "x + 3;")
     with pytest.raises(KeyError):  # control: an edited chapter no longer matches its old execution
         cache.match_cache_notebook(edited)
+
+
+def test_the_cache_is_created_before_the_workers_start(tmp_path):
+    """`make book`'s run (`-n 2 --skip-cached`) on a fresh clone: the controlling process creates the
+    cache's tables before pytest-xdist starts its workers, so no two workers create them at once (the race
+    failed a fresh clone's `make book`; it is timing-dependent, so this checks where the tables are made).
+    Control: a collection without the plugin leaves no cache."""
+    (tmp_path / "_config.yml").write_text("execute:\n  cache: _build/jc\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    _notebook(tmp_path / "one.ipynb", "1 + 1")
+    db = tmp_path / "_build" / "jc" / "global.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    bare = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "--rootdir", str(tmp_path), "-c", str(tmp_path / "pytest.ini"), "--nbval-lax", "."],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 0 and not db.exists(), bare.stdout + bare.stderr      # control
+    collected = _nbval(tmp_path, ".", "--collect-only")
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert db.exists()                         # made at configure: nothing ran, nothing was looked up
+    _notebook(tmp_path / "two.ipynb", "2 + 2")
+    run = _nbval(tmp_path, ".", "-n", "2", "--skip-cached")
+    assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout + run.stderr
+    assert len(get_cache(str(db.parent)).list_cache_records()) == 2
