@@ -11,7 +11,8 @@ executes cells without storing the history, so a trailing `;` would not hide a c
 runs cells with the history stored, as Jupyter and the build do.
 
 With ``--skip-cached`` (`make book`) the notebooks already in the cache (matched as the build matches them)
-are left out: a second `make book` executes only the chapters edited since.
+are left out: a second `make book` executes only the chapters edited since. The controlling process creates
+the cache before pytest-xdist starts its workers (:func:`_create_cache`), so no two workers create its tables.
 """
 from __future__ import annotations
 
