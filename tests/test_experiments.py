@@ -84,9 +84,10 @@ def test_run_timed_stores_the_seconds_of_the_computation(result_cache):
 
 # --- beyond_open_questions and related (helper "open") ---
 def test_open_configs_are_the_stated_settings():
-    a = E.config("open-angle")  # Figure 9's settings
+    a = E.config("open-angle")  # Figure 9's settings; the chapter's angles and runs
     assert (a.d, a.L, a.gamma ** 2, a.eps, a.batch, a.steps, a.alpha, a.lam0, a.lam_decay, a.lam_freeze) == \
         (80, 10, pytest.approx(0.5), 0.1, 5, 100_000, 1e-3, 2.0, 2e-4, 25_000)
+    assert (a.phis_deg, a.repeats, a.sampler) == ((90.0, 60.0, 45.0, 30.0), 16, "coordinates")
     t, d = E.config("open-temperature"), E.config("open-dimension")
     assert t.horizon >= 480 and t.d == 400 and d.ell / math.sqrt(400) == pytest.approx(0.1)  # Figure 7(b)'s lam
     assert d.alpha_d / 400 == pytest.approx(4e-3)
@@ -114,7 +115,7 @@ def test_open_small_runs(tmp_path, monkeypatch):
     dm = E.run("open-dimension", ds=(100, 400), horizon=1.0, repeats=4, n_logs=4)
     assert dm["kappa"].shape == (2, 4, 5) and np.all(np.isfinite(dm["excess_risk"]))
     mh = E.run("open-angle", steps=20, repeats=1, log_every=10, lam_freeze=10, n_test=20, d=12)
-    assert mh["kappa"].shape == (3, 3, 2, 2) and list(mh["phi_deg"]) == [90.0, 60.0, 30.0]
+    assert mh["kappa"].shape == (4, 3, 2, 2) and list(mh["phi_deg"]) == [90.0, 60.0, 45.0, 30.0]
 
 
 # --- Appendix E.3 (the transformer chapter) ---------------------------------------------------------
