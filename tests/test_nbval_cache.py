@@ -59,8 +59,9 @@ def test_passing_chapter_is_cached_failing_one_is_not(tmp_path):
 def test_the_cache_is_created_before_the_workers_start(tmp_path):
     """`make book`'s run (`-n 2 --skip-cached`) on a fresh clone: the controlling process creates the
     cache's tables before pytest-xdist starts its workers, so no two workers create them at once (the race
-    failed a fresh clone's `make book`; it is timing-dependent, so this checks where the tables are made).
-    Control: a collection without the plugin leaves no cache."""
+    failed a fresh clone's `make book`; it is timing-dependent, so this checks when the tables are made: at
+    configure, by a collection that runs and looks up nothing, in a process without xdist; then a run on
+    two workers passes and files both chapters). Control: a collection without the plugin leaves no cache."""
     (tmp_path / "_config.yml").write_text("execute:\n  cache: _build/jc\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     _notebook(tmp_path / "one.ipynb", "1 + 1")
