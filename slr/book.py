@@ -2,13 +2,17 @@
 
 - :func:`glue` glues any number of values at once, hidden (``display=False``), after turning NumPy and
   JAX scalars into plain Python numbers (:func:`plain`), so that ``{glue:text}`name:.3f``` formats them.
+- :func:`bound` rounds a value outwards in the last digit a format shows, for a bound quoted in prose
+  ("at most {glue:text}`x:.2f`" must not show 0.48 for 0.4823).
 - :func:`table` renders a small dict of rows as a Markdown table (no pandas).
 - :func:`timed` runs a computation with the result cache bypassed (:func:`slr.cache.bypass`, which
   leaves ``os.environ`` alone) and returns its result and the seconds it took.
 """
 from __future__ import annotations
 
+import decimal
 import numbers
+import re
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -17,7 +21,7 @@ import numpy as np
 
 from . import cache
 
-__all__ = ["plain", "glue", "table", "markdown_table", "timed"]
+__all__ = ["plain", "glue", "bound", "table", "markdown_table", "timed"]
 
 
 def plain(value: Any) -> Any:
@@ -47,6 +51,33 @@ def glue(values: Mapping[str, Any] | None = None, /, *, prefix: str = "", **name
             raise ValueError(f"glue names must be letters, digits and _, got {prefix + str(name)!r}")
         out[prefix + name] = plain(value)
         myst_glue(prefix + name, out[prefix + name], display=False)
+
+
+_BOUND_FMT = re.compile(r"\.(\d+)([fe%])")
+_SIDES = {"at most": decimal.ROUND_CEILING, "at least": decimal.ROUND_FLOOR}
+
+
+def bound(value, fmt: str, side: str) -> float:
+    """``value`` rounded outwards in the last digit that ``format(., fmt)`` shows, so that the prose
+    "at most {glue:text}`x:fmt`" (``side="at most"``, rounded up) or "at least ..." (``side="at
+    least"``, rounded down) stays true: ``bound(0.4823, ".2f", "at most")`` is 0.49, ``bound(6.97,
+    ".1f", "at least")`` 6.9, ``bound(3.2e-10, ".0e", "at most")`` 4e-10. ``fmt``: ``.Nf``, ``.Ne``
+    or ``.N%``, the format of the glue role that quotes the value."""
+    m = _BOUND_FMT.fullmatch(fmt) if isinstance(fmt, str) else None
+    if m is None:
+        raise ValueError(f"fmt must be a format such as '.2f', '.1e' or '.0%', got {fmt!r}")
+    if side not in _SIDES:
+        raise ValueError(f"side must be one of {tuple(_SIDES)}, got {side!r}")
+    x = plain(value)
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not np.isfinite(x):
+        raise ValueError(f"value must be a finite real number, got {value!r}")
+    digits, kind = int(m.group(1)), m.group(2)
+    d = decimal.Decimal(repr(float(x))) * (100 if kind == "%" else 1)
+    exp = -digits if kind in "f%" or d == 0 else d.adjusted() - digits
+    out = d.quantize(decimal.Decimal(1).scaleb(exp), rounding=_SIDES[side])
+    if kind == "e" and out != 0 and out.adjusted() != d.adjusted():   # 9.96e-5 up to 1.0e-4
+        out = out.quantize(decimal.Decimal(1).scaleb(out.adjusted() - digits), rounding=_SIDES[side])
+    return float(out / 100) if kind == "%" else float(out)
 
 
 def _cell(value: Any, fmt: str) -> str:

@@ -1,10 +1,12 @@
-"""slr.book: glue many values at once as plain Python numbers, Markdown tables, timings without the cache."""
+"""slr.book: glue many values at once as plain Python numbers, bounds rounded outwards for prose, Markdown tables,
+timings without the cache."""
 import os
 
 import jax.numpy as jnp
 import myst_nb
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from slr import book, cache
 
@@ -75,3 +77,36 @@ def test_timed_bypasses_the_cache_without_touching_the_environment(result_cache)
     assert out["y"] == 6.0 and seconds >= 0.0 and seen == [False]
     assert dict(os.environ) == env and cache.enabled()
     assert not list(result_cache.glob("*.npz"))                   # nothing stored, nothing read
+
+
+@given(x=st.floats(min_value=-1e6, max_value=1e6, allow_nan=False).filter(lambda x: abs(x) > 1e-300),
+       digits=st.integers(0, 5), kind=st.sampled_from("fe%"), side=st.sampled_from(["at most", "at least"]))
+@settings(max_examples=300, deadline=None)
+def test_bound_quotes_a_true_bound_one_digit_off(x, digits, kind, side):
+    """What the prose shows, parsed back, is a bound on the value on the stated side, and no further
+    from it than one unit of the last digit shown."""
+    fmt = f".{digits}{kind}"
+    shown_text = format(book.bound(x, fmt, side), fmt)
+    shown = float(shown_text.rstrip("%")) / (100 if kind == "%" else 1)
+    assert (shown >= x) if side == "at most" else (shown <= x)
+    plain_text = format(x, fmt)
+    if kind == "e":   # one unit of the last digit of the shown mantissa (its exponent may have moved)
+        unit = 10.0 ** (int(shown_text.split("e")[1]) - digits)
+    else:
+        unit = 10.0 ** -digits / (100 if kind == "%" else 1)
+    assert abs(shown - x) <= unit * (1 + 1e-9)
+    if float(plain_text.rstrip("%")) / (100 if kind == "%" else 1) == x:
+        assert shown_text == plain_text          # nothing to round: the plain format
+
+
+def test_bound_rounds_outwards_and_checks_its_arguments():
+    assert format(book.bound(0.4823, ".2f", "at most"), ".2f") == "0.49"
+    assert format(book.bound(0.4823, ".2f", "at least"), ".2f") == "0.48"
+    assert format(book.bound(3.198e-10, ".0e", "at most"), ".0e") == "4e-10"
+    assert format(book.bound(6.97, ".1f", "at least"), ".1f") == "6.9"
+    assert format(book.bound(np.float32(0.25), ".1%", "at most"), ".1%") == "25.0%"
+    for args, name in (((0.1, "2f", "at most"), "fmt"), ((0.1, ".2g", "at most"), "fmt"),
+                       ((0.1, ".2f", "up"), "side"), ((float("nan"), ".2f", "at most"), "value"),
+                       ((np.inf, ".2f", "at least"), "value"), (("0.1", ".2f", "at most"), "value")):
+        with pytest.raises(ValueError, match=name):
+            book.bound(*args)

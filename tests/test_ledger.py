@@ -96,3 +96,85 @@ def test_no_legend_covers_data():
     bad = [(chapter, rec["figure"], leg["axes_title"], leg["covered"]) for chapter, recs in recorded.items()
            for rec in recs if rec for leg in rec["legends"] if leg["covered"]]
     assert not bad, f"legends over data (chapter, figure, panel title, points covered): {bad}"
+
+
+# --- Bounds quoted in prose: "at most {glue:text}`x:.2f`" must not show 0.48 for 0.4823 ---------------
+# The words that make a glued number a bound on the quantity it reports, longest first: an upper bound
+# (the value is at most the number shown) or a lower bound. "over" and "under" are left out ("over the
+# last quarter, {glue}" is no bound).
+_UPPER = ("never exceeds", "no more than", "smaller than", "less than", "at most", "within", "up to",
+          "below", r"\leq", r"\le", "<", "≤")
+_LOWER = ("no less than", "greater than", "larger than", "more than", "at least", "exceeds", "above",
+          r"\geq", r"\ge", ">", "≥")
+_BOUND = re.compile(r"(" + "|".join(re.escape(w) for w in sorted(_UPPER + _LOWER, key=len, reverse=True))
+                    + r")\s*\$?\s*\{glue:text\}`(\w+):([^`]+)`")
+# Glued numbers that are thresholds on a free variable, not the extreme of a measured one ("so
+# alpha < {d_alpha_max}": the condition stays sufficient when the number shown is rounded down).
+THRESHOLDS = {"d_alpha_max"}
+
+
+def prose_bound_errors(markdown, glued):
+    """The bounds of ``markdown`` that the number shown does not keep: (word, name, value, shown)."""
+    errors = []
+    for m in _BOUND.finditer(markdown):
+        word, name, fmt = m.groups()
+        value = glued.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        text = format(value, fmt)
+        shown = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+        upper = (word in _UPPER) != (name in THRESHOLDS)
+        if (value > shown) if upper else (value < shown):
+            errors.append((word, name, value, text))
+    return errors
+
+
+def glued_values(notebook):
+    """The values the executed ``notebook`` glued (from the jupyter-cache the build rendered)."""
+    import ast
+
+    import nbformat
+    from jupyter_cache import get_cache
+    record = get_cache(ROOT / "_build" / ".jupyter_cache").match_cache_notebook(
+        nbformat.read(notebook, as_version=4))
+    out = {}
+    for cell in get_cache(ROOT / "_build" / ".jupyter_cache").get_cache_bundle(record.pk).nb.cells:
+        for o in cell.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            text = o.get("data", {}).get("application/papermill.record/text/plain")
+            if name and text is not None:
+                try:
+                    out[name] = ast.literal_eval(text)
+                except (SyntaxError, ValueError):
+                    out[name] = text
+    return out
+
+
+def test_bounds_quoted_in_prose_hold():
+    """Every number quoted as a bound ("at most", "within", "at least", "$\\ge$" ... before a glue
+    role) is a true bound as displayed: the chapters glue such values through slr.book.bound."""
+    import nbformat
+    bad = {}
+    for chapter in CHAPTERS:
+        path = ROOT / "book" / f"{chapter}.ipynb"
+        nb = nbformat.read(path, as_version=4)
+        md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        if errors := prose_bound_errors(md, glued_values(path)):
+            bad[chapter] = errors
+    assert not bad, f"bounds that the displayed number breaks (word, name, value, shown): {bad}"
+
+
+def test_prose_bound_check_fails_on_rounded_bounds():
+    """The control: bounds rounded to the nearest are caught, the same values through book.bound are
+    not, and a threshold on a free variable is read the other way."""
+    from slr import book
+    cases = [("distance at most {glue:text}`x:.2f`", 0.4823, ".2f", "at most"),
+             ("worse by at least {glue:text}`x:.1f` errors", 6.97, ".1f", "at least"),
+             ("is below {glue:text}`x:.0e` for", 3.198e-10, ".0e", "at most"),
+             ("$|\\kappa|\\ge$ {glue:text}`x:.4f`", 0.99755, ".4f", "at least")]
+    for text, value, fmt, side in cases:
+        assert prose_bound_errors(text, {"x": value}), text
+        assert not prose_bound_errors(text, {"x": book.bound(value, fmt, side)}), text
+    text = "so $\\alpha <$ {glue:text}`d_alpha_max:.1e`"
+    assert prose_bound_errors(text, {"d_alpha_max": 2.06e-3})          # shown 2.1e-03: too large
+    assert not prose_bound_errors(text, {"d_alpha_max": book.bound(2.06e-3, ".1e", "at least")})
