@@ -33,7 +33,7 @@ from .sentences import (SENTIMENT, SENTIMENT_OOD, SET_NAMES, SET_SIZES, TEMPLATE
 __all__ = ["SENTIMENT", "SENTIMENT_OOD", "TRAIN_WORDS", "TEST_WORDS", "TEMPLATES", "SET_NAMES", "SET_SIZES",
            "SentenceSet", "build", "sentence_sets", "DEFAULT_ENCODER", "minilm_dir", "resolve_encoder",
            "encoder_fingerprint", "load_encoder", "cls_states", "cached_cls_states", "probe_accuracies",
-           "cached_probe_accuracies", "ProbeConfig", "layer_accuracies", "encoder_inputs"]
+           "cached_probe_accuracies", "random_direction_aucs", "ProbeConfig", "layer_accuracies", "encoder_inputs"]
 
 
 # --- The [CLS] states, memoised ------------------------------------------------------------------
@@ -110,6 +110,45 @@ def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.n
                 acc[layer, j] = np.mean(clf.predict(x) == labels[n])
                 auc[layer, j] = roc_auc_score(labels[n], clf.decision_function(x))
     return {"accuracy": acc, "auc": auc, "sets": np.asarray(names), "converged": converged}
+
+
+def random_direction_aucs(states: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray], pairs, *,
+                          train: str = "train", n_directions: int = 1000, seed: int = 0) -> np.ndarray:
+    """The AUCs of random directions, the baseline for a probe's AUC, at each (layer, set) of ``pairs``.
+
+    The directions are ``n_directions`` standard normal vectors (the same ones at every pair, drawn with
+    ``numpy.random.default_rng(seed)``) in the space the probe of :func:`probe_accuracies` is fitted in:
+    the [CLS] states of the layer standardised with the train set's mean and standard deviation. Each
+    direction's decision values ``x @ w`` are scored against the labels by the area under the ROC curve
+    (ties get average ranks, as ``sklearn.metrics.roc_auc_score``). Returns ``(len(pairs),
+    n_directions)``: the share of a row at or above a probe's AUC is the one-sided p-value of "the
+    probe's direction orders the sentences no better than a random direction".
+    """
+    from scipy.stats import rankdata
+    from sklearn.preprocessing import StandardScaler
+
+    n_directions = _validate.check_int("n_directions", n_directions, 1)
+    seed = _validate.check_int("seed", seed, 0)
+    if train not in states:
+        raise ValueError(f"train={train!r} is not one of the sets {list(states)}")
+    n_layers, width = states[train].shape[1:]
+    pairs = [(layer, name) for layer, name in pairs]
+    for layer, name in pairs:
+        if name not in states:
+            raise ValueError(f"pairs: the set {name!r} is not one of {list(states)}")
+        _validate.check_int("pairs (layer)", layer, 0, n_layers - 1)
+        if set(np.unique(labels[name])) != {-1, 1}:
+            raise ValueError(f"labels[{name!r}] must hold both labels -1 and 1")
+    w = np.random.default_rng(seed).standard_normal((width, n_directions))
+    out = np.empty((len(pairs), n_directions))
+    scalers = {layer: StandardScaler().fit(states[train][:, layer, :].astype(np.float64))
+               for layer in {layer for layer, _ in pairs}}
+    for i, (layer, name) in enumerate(pairs):
+        scores = scalers[layer].transform(states[name][:, layer, :].astype(np.float64)) @ w
+        pos = np.asarray(labels[name]) == 1
+        n1, n0 = int(pos.sum()), int((~pos).sum())
+        out[i] = (rankdata(scores, axis=0)[pos].sum(axis=0) - n1 * (n1 + 1) / 2) / (n1 * n0)
+    return out
 
 
 # --- Figure 1(b) as a named experiment (slr.experiments: run("fig1b")) ---------------------------

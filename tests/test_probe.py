@@ -278,3 +278,40 @@ def test_probe_accuracies_on_synthetic_states():
         probe.probe_accuracies(states, labels, train="nope")
     with pytest.raises(ValueError, match="C"):
         probe.probe_accuracies(states, labels, C=0.0)
+
+
+def test_random_direction_aucs_are_roc_aucs_of_random_directions():
+    """Each row holds the AUCs of the same random directions in the train-standardised space; they are
+    sklearn's roc_auc_score of x @ w, centred on 1/2 when the states ignore the labels, and spread
+    far from 1/2 when the labels move the states along a direction of large variance (the control)."""
+    from sklearn.metrics import roc_auc_score
+    from sklearn.preprocessing import StandardScaler
+    rng = np.random.default_rng(1)
+    n, d = 300, 6
+    y = np.repeat([-1, 1], n // 2)
+    x = rng.normal(size=(n, 2, d))
+    x[:, 1, 0] += 4 * y                                   # layer 1: the labels move coordinate 0
+    states, labels = {"train": x, "test": x[::3]}, {"train": y, "test": y[::3]}
+    pairs = [(0, "test"), (1, "test"), (1, "train")]
+    a = probe.random_direction_aucs(states, labels, pairs, n_directions=400, seed=3)
+    assert a.shape == (3, 400) and np.all((a >= 0) & (a <= 1))
+    w = np.random.default_rng(3).standard_normal((d, 400))
+    for i, (layer, name) in enumerate(pairs):
+        z = StandardScaler().fit(x[:, layer, :]).transform(states[name][:, layer, :]) @ w[:, :5]
+        assert a[i, :5] == pytest.approx([roc_auc_score(labels[name], z[:, j]) for j in range(5)])
+    # layer 0 ignores the labels: AUCs centred on 1/2 (std of the mean of 400 AUCs < 0.01)
+    assert abs(a[0].mean() - 0.5) < 0.04 and np.mean(np.abs(a[0] - 0.5) > 0.25) < 0.05
+    # layer 1: directions that lean on coordinate 0 order the sentences (expected share about 0.3;
+    # 400 directions: standard error 0.023)
+    assert np.mean(np.abs(a[1] - 0.5) > 0.25) > 0.2
+    same = probe.random_direction_aucs(states, labels, pairs[:1], n_directions=400, seed=3)
+    assert np.array_equal(same[0], a[0])                   # same seed, same directions
+    for kw, name in (({"n_directions": 0}, "n_directions"), ({"seed": -1}, "seed"),
+                     ({"train": "nope"}, "train")):
+        with pytest.raises(ValueError, match=name):
+            probe.random_direction_aucs(states, labels, pairs, **kw)
+    for bad in ([(2, "test")], [(0, "nope")]):
+        with pytest.raises(ValueError, match="pairs"):
+            probe.random_direction_aucs(states, labels, bad)
+    with pytest.raises(ValueError, match="labels"):
+        probe.random_direction_aucs(states, {**labels, "test": np.ones(100)}, [(0, "test")])
