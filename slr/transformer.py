@@ -41,7 +41,7 @@ from slr.task import assemble, draws, tie
 
 __all__ = ["TransformerConfig", "FIGURE_8", "FIGURE_10", "init_params", "register_token", "layer_norm",
            "predict", "forward_full", "draw_batch", "test_risk", "key_directions", "value_directions",
-           "train", "singular_values"]
+           "train", "singular_values", "AUTHORS_FIG10_FINALS", "AUTHORS_FIG10_LAST_RISK"]
 
 LN_EPS = 1e-5
 
@@ -105,6 +105,26 @@ FIGURE_8 = TransformerConfig()
 #: heads of width 40, O ~ N(0, 1/d), lr 2e-2, 10 000 steps, 10 runs, shared token noise.
 FIGURE_10 = TransformerConfig(d=80, p=40, H=2, n_locations=2, repeats=10, lr=0.02, steps=10_000,
                               token_noise="shared", o_variance=1.0 / 80)
+
+#: The authors' printed final |<k_hat_h, k*_j>| of their 10 runs of Figure 10: the last logged values
+#: (step 9 901) that their notebook transformer-multihead.ipynb (PierreMarion23/single-location-regression,
+#: commit 14e2b06) prints after each run, in the order kappa_11, kappa_12, kappa_21, kappa_22; shape
+#: (10 runs, 2 heads, 2 keys), as printed (float32 values).
+AUTHORS_FIG10_FINALS = np.array([
+    0.9659146070480347, 0.32907894253730774, 0.7930362820625305, 0.7471031546592712,
+    0.7367873787879944, 0.7281736135482788, 0.5080698132514954, 0.8625034093856812,
+    0.245935320854187, 0.9451683163642883, 0.8170254230499268, 0.5589680671691895,
+    0.6692841053009033, 0.7274284362792969, 0.7986310124397278, 0.5666179060935974,
+    0.5742200016975403, 0.7646355032920837, 0.9039565920829773, 0.21456338465213776,
+    0.6336734294891357, 0.7483533620834351, 0.9361979961395264, 0.1372678428888321,
+    0.9533933997154236, 0.11087561398744583, 0.7059841156005859, 0.7069129347801208,
+    0.7331149578094482, 0.6113662719726562, 0.5703354477882385, 0.7612024545669556,
+    0.4740767180919647, 0.9113096594810486, 0.9148527383804321, 0.3180564343929291,
+    0.37473610043525696, 0.8684998750686646, 0.8800456523895264, 0.3420928716659546,
+]).reshape(10, 2, 2)
+#: The only excess risk of Figure 10 that the same notebook prints: its last run's, at step 9 901
+#: (the last row of its log table).
+AUTHORS_FIG10_LAST_RISK = 0.014869
 
 
 def register_token(key, d: int, dtype=jnp.float64):
