@@ -135,10 +135,10 @@ def glued_values(notebook):
 
     import nbformat
     from jupyter_cache import get_cache
-    record = get_cache(ROOT / "_build" / ".jupyter_cache").match_cache_notebook(
-        nbformat.read(notebook, as_version=4))
+    cache = get_cache(ROOT / "_build" / ".jupyter_cache")
+    record = cache.match_cache_notebook(nbformat.read(notebook, as_version=4))
     out = {}
-    for cell in get_cache(ROOT / "_build" / ".jupyter_cache").get_cache_bundle(record.pk).nb.cells:
+    for cell in cache.get_cache_bundle(record.pk).nb.cells:
         for o in cell.get("outputs", []):
             name = o.get("metadata", {}).get("scrapbook", {}).get("name")
             text = o.get("data", {}).get("application/papermill.record/text/plain")
