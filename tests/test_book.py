@@ -1,5 +1,6 @@
 """slr.book: glue many values at once as plain Python numbers, bounds rounded outwards for prose, Markdown tables,
 timings without the cache."""
+import decimal
 import os
 
 import jax.numpy as jnp
@@ -87,15 +88,19 @@ def test_bound_quotes_a_true_bound_one_digit_off(x, digits, kind, side):
     from it than one unit of the last digit shown."""
     fmt = f".{digits}{kind}"
     shown_text = format(book.bound(x, fmt, side), fmt)
-    shown = float(shown_text.rstrip("%")) / (100 if kind == "%" else 1)
-    assert (shown >= x) if side == "at most" else (shown <= x)
+    # compared in decimal, in the unit the prose shows (percent for '%'), with x as the shortest
+    # decimal that reads back as x: float division would move 11.9% off 0.119 by one ulp
+    scale = 100 if kind == "%" else 1
+    value = decimal.Decimal(repr(x)) * scale
+    shown = decimal.Decimal(shown_text.rstrip("%"))
+    assert (shown >= value) if side == "at most" else (shown <= value)
     plain_text = format(x, fmt)
     if kind == "e":   # one unit of the last digit of the shown mantissa (its exponent may have moved)
-        unit = 10.0 ** (int(shown_text.split("e")[1]) - digits)
+        unit = decimal.Decimal(1).scaleb(int(shown_text.split("e")[1]) - digits)
     else:
-        unit = 10.0 ** -digits / (100 if kind == "%" else 1)
-    assert abs(shown - x) <= unit * (1 + 1e-9)
-    if float(plain_text.rstrip("%")) / (100 if kind == "%" else 1) == x:
+        unit = decimal.Decimal(1).scaleb(-digits)
+    assert abs(shown - value) <= unit
+    if decimal.Decimal(plain_text.rstrip("%")) == value:
         assert shown_text == plain_text          # nothing to round: the plain format
 
 
