@@ -4,6 +4,7 @@ control, every result of the paper's map is checked, and the map is drawn with a
 Run by `make test` after the book build (`SLR_BROWSER_TEST=1`), on the claims the chapters recorded
 while they executed (slr.claims.claims_dir()) and on the built HTML; skipped otherwise.
 """
+import decimal
 import os
 import re
 import sys
@@ -122,9 +123,11 @@ def prose_bound_errors(markdown, glued):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         text = format(value, fmt)
-        shown = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+        # compared in decimal, in the unit shown: float("3.6") / 100 is one ulp above 0.036
+        exact = decimal.Decimal(repr(float(value))) * (100 if text.endswith("%") else 1)
+        shown = decimal.Decimal(text.rstrip("%"))
         upper = (word in _UPPER) != (name in THRESHOLDS)
-        if (value > shown) if upper else (value < shown):
+        if (exact > shown) if upper else (exact < shown):
             errors.append((word, name, value, text))
     return errors
 
