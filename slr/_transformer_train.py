@@ -147,15 +147,23 @@ def program(run_keys, data_key, q_scale, cfg):
         updates, st = opt.update(step_grad(tr, c, ks, vs, NZ, dr, cfg), st, tr)
         return optax.apply_updates(tr, updates), st
 
-    def step(carry, key):
-        one_draw = lambda k: tie(draws(k, cfg.batch, L=cfg.L, d=cfg.d, H=cfg.n_locations, dtype=dt),
-                                 cfg.token_noise == "shared")
+    one_draw = lambda k: tie(draws(k, cfg.batch, L=cfg.L, d=cfg.d, H=cfg.n_locations, dtype=dt),
+                             cfg.token_noise == "shared")
+
+    def step_draws(key):  # a step's draws, with the noise tokens' layer norms in place of Z
         dr = one_draw(key) if cfg.shared_draws else jax.vmap(one_draw)(jax.random.split(key, cfg.repeats))
+        return (T.layer_norm(dr[0]),) + tuple(dr[1:])
+
+    def step(carry, x):  # x: the step's draws (shared by the runs) or its key (a draw per run)
+        dr = x if cfg.shared_draws else step_draws(x)
         axes = (0, 0, 0, 0, 0) + (None if cfg.shared_draws else 0,) * 2
-        return jax.vmap(one_update, in_axes=axes)(*carry, c, k_stars, v_stars, T.layer_norm(dr[0]), dr), None
+        return jax.vmap(one_update, in_axes=axes)(*carry, c, k_stars, v_stars, dr[0], dr), None
 
     def block(carry, key):
-        carry, _ = jax.lax.scan(step, carry, jax.random.split(key, cfg.log_every))
+        # shared draws: the block's draws made at once, before its steps (each step reads its draws instead
+        # of XLA computing them again inside several of their consumers; Figures 8 and 10)
+        keys = jax.random.split(key, cfg.log_every)
+        carry, _ = jax.lax.scan(step, carry, jax.vmap(step_draws)(keys) if cfg.shared_draws else keys)
         return carry, logged(carry[0])
 
     (trained, _), logs = jax.lax.scan(block, (params, jax.vmap(opt.init)(params)),
