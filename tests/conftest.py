@@ -91,17 +91,25 @@ def result_cache(tmp_path, monkeypatch):
 
 # Under `-n N --dist loadfile` a worker takes the next file when it is done with one: starting with the
 # costliest files keeps the workers busy to the end instead of leaving one of them alone with a large file
-# (longest-processing-time first). The order is the files' CPU seconds in a cold run of the suite
-# (empty compilation cache, 2 workers; measured 2026-11-26: test_sgd.py 39 s ... test_tuning.py 2 s);
-# test_nbval_cache.py and test_probe.py wait on a subprocess or on imports (little CPU, long wall), so they
-# start early, while the other worker computes. A file not listed (under 2 s) comes last. xdist keeps this
-# order only with `--no-loadscope-reorder` (pyproject.toml): by default it sorts files by their number of tests.
-_COSTLIEST_FIRST = ("test_sgd.py", "test_transformer.py", "test_reduced.py", "test_risk.py", "test_baselines.py",
-                    "test_pgd.py", "test_nbval_cache.py", "test_recovery.py", "test_experiments.py", "test_icl.py",
-                    "test_appendix_f.py", "test_probe.py", "test_montecarlo.py", "test_task.py", "test_manifold.py",
-                    "test_predictors.py", "test_reduced_projections.py", "test_multihead.py", "test_gaussian.py",
-                    "test_landscape.py", "test_icl_check.py", "test_validation.py", "test_plotting.py",
-                    "test_exercises.py", "test_cache.py", "test_tuning.py")
+# (longest-processing-time first). The order is the files' seconds in a cold run of the suite (2 workers,
+# 2026-11-29: each file's test time with a filled compilation cache plus its XLA compilation time in a run
+# with an empty one; test_coordinates.py 29 s, test_sgd.py 26 s ... test_tuning.py 1 s). test_nbval_cache.py
+# and test_probe.py wait on a subprocess or on imports (little CPU, long wall), so they start early, while the
+# other worker computes. A file not listed (under 1 s) comes last; so did test_coordinates.py, the costliest,
+# until 2026-11-29, when it was missing from this list. xdist keeps this order only with
+# `--no-loadscope-reorder` (pyproject.toml): by default it sorts files by their number of tests.
+_COSTLIEST_FIRST = ("test_coordinates.py", "test_sgd.py", "test_reduced.py", "test_transformer.py", "test_risk.py",
+                    "test_nbval_cache.py", "test_baselines.py", "test_experiments.py", "test_appendix_f.py",
+                    "test_recovery.py", "test_task.py", "test_pgd.py", "test_montecarlo.py", "test_icl.py",
+                    "test_probe.py", "test_predictors.py", "test_landscape.py", "test_reduced_projections.py",
+                    "test_manifold.py", "test_bench_authors.py", "test_icl_check.py", "test_gaussian.py",
+                    "test_multihead.py", "test_validation.py", "test_nbval_order.py", "test_exercises.py",
+                    "test_tuning.py", "test_overlaps.py", "test_plotting.py", "test_cache.py")
+#: the files under 1 s in that run (the unit suite's every other file; test_browser.py runs apart):
+#: ``tests/test_nbval_order.py`` checks that each test file is in one of the two lists
+CHEAP_LAST = ("test_figcheck.py", "test_rng.py", "test_book.py", "test_claims.py", "test_book_hygiene.py",
+              "test_setup_cells.py", "test_diagrams.py", "test_reading_time.py", "test_binder_env.py",
+              "test_colab_env.py", "test_ledger.py", "test_browser.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -39,3 +39,15 @@ def test_every_chapter_once_the_costliest_first():
     # alphabetical order, the Transformer chapter last
     old = _collected(["book/transformer.ipynb", "book/pgd.ipynb", "book"])
     assert old[-1] == "book/transformer.ipynb" and old[0] != "book/transformer.ipynb"
+
+
+def test_every_test_file_has_a_place_in_the_unit_suite_order():
+    """tests/conftest.py sends the unit suite's files to the workers costliest first; a file in neither of its
+    lists runs last, which is harmless only for a cheap file (test_coordinates.py, the costliest, once ran last
+    because it was missing). Control: a file not in the lists is reported."""
+    from tests import conftest
+    listed = set(conftest._COSTLIEST_FIRST) | set(conftest.CHEAP_LAST)
+    missing = lambda names: sorted(set(names) - listed)
+    assert missing(p.name for p in (ROOT / "tests").glob("test_*.py")) == []
+    assert missing(["test_a_new_file.py"]) == ["test_a_new_file.py"]
+    assert len(listed) == len(conftest._COSTLIEST_FIRST) + len(conftest.CHEAP_LAST)  # none in both
