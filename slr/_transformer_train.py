@@ -120,10 +120,10 @@ def setup(key, q_scale, cfg):
 
 
 def step_grad(tr, c, ks, vs, NZ, dr, cfg):
-    """The risk's gradient on one step's draws ``dr`` (:func:`slr.task.draws`) for one run (oracle ks,
-    vs (n, d)): the samples of :func:`slr.task.assemble` without X (the informative rows LN(X[J]) = S
-    stand in for LN(Z)'s rows at the one-hot positions M (B, L, n)), by
-    :func:`risk_grad`."""
+    """The risk's gradient on one step's draws ``dr`` (:func:`slr.task.draws`, with the noise tokens' layer
+    norms NZ in place of Z: only J, G and xi are read here) for one run (oracle ks, vs (n, d)): the
+    samples of :func:`slr.task.assemble` without X (the informative rows LN(X[J]) = S stand in for
+    LN(Z)'s rows at the one-hot positions M (B, L, n)), by :func:`risk_grad`."""
     _, J, G, xi = dr
     alpha = math.sqrt(cfg.d / 2.0)
     y = (jnp.sum(alpha * jnp.sum(ks * vs, axis=-1) + cfg.gamma * jnp.einsum("bjd,jd->bj", G, vs), axis=-1)

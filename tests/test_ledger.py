@@ -169,12 +169,16 @@ def test_bounds_quoted_in_prose_hold():
 
 def test_prose_bound_check_fails_on_rounded_bounds():
     """The control: bounds rounded to the nearest are caught, the same values through book.bound are
-    not, and a threshold on a free variable is read the other way."""
+    not (a percentage included: shown values are compared in decimal), and a threshold on a free variable
+    is read the other way."""
     from slr import book
     cases = [("distance at most {glue:text}`x:.2f`", 0.4823, ".2f", "at most"),
              ("worse by at least {glue:text}`x:.1f` errors", 6.97, ".1f", "at least"),
              ("is below {glue:text}`x:.0e` for", 3.198e-10, ".0e", "at most"),
-             ("$|\\kappa|\\ge$ {glue:text}`x:.4f`", 0.99755, ".4f", "at least")]
+             ("$|\\kappa|\\ge$ {glue:text}`x:.4f`", 0.99755, ".4f", "at least"),
+             # a percentage: bound(0.0403) = 0.041 is shown 4.1%, and float("4.1") / 100 < 0.041 in binary,
+             # so only the decimal comparison passes it
+             ("at most {glue:text}`x:.1%`", 0.0403, ".1%", "at most")]
     for text, value, fmt, side in cases:
         assert prose_bound_errors(text, {"x": value}), text
         assert not prose_bound_errors(text, {"x": book.bound(value, fmt, side)}), text
