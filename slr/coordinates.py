@@ -12,18 +12,33 @@ simulates in coordinates.
 - **State**: the heads' coordinates (H, D) in an orthonormal basis whose first 2n vectors span the
   oracles (fixed: the oracles' coordinates never change) and whose last 2H span the heads' parts
   off the oracles (they move with the heads).
-- **One step**: the tokens' coordinates and the in-span gradients as in :mod:`slr.reduced`
-  (:func:`slr.reduced.multi_coordinates`, :func:`slr.reduced.multi_in_span`). The out-of-span parts of
-  the 2H gradients are F Z with F F^T = c^T c (:func:`slr.reduced.noise_sources`) and Z (2H, d - D)
-  standard normal. Bartlett's decomposition Z = T U, with U (2H, d - D) orthonormal rows and T lower
-  triangular, T_ii^2 ~ chi^2(d - D - i) (i = 0..2H-1) and T_ij ~ N(0, 1) below the diagonal, all
-  independent, gives them as the coordinates F T on 2H new unit vectors orthogonal to S. Definition 1's
-  step (:func:`slr.pgd.projected_step`) in those D + 2H coordinates, then a new basis of the heads'
-  part by Gram-Schmidt: D coordinates again.
-- **Cost**: B L D + B + 4 H^2 normals and 2H gamma variates a step, whatever d (the d-dimensional
-  reduced sampler: B L D + B + 2H d normals and 2H d-vector operations; the full draw: B L d normals).
+- **One step**: the informative tokens' coordinates (D each), and the noise tokens' coordinates on an
+  orthonormal basis Ph (2H, D) of the heads' span (2H each: a noise token's scores and the labels depend on
+  it only through them). A noise token's part off the heads' span is independent of them and enters the
+  gradients linearly, so the noise tokens' parts off span(Ph) inside the frame are Fn (I - Ph^T Ph) Zp
+  with Fn Fn^T = cn^T cn (cn their coefficients) and Zp (2H, D) standard normal. The in-span gradients
+  as in :mod:`slr.reduced` (:func:`slr.reduced.multi_coordinates`, :func:`slr.reduced.multi_in_span`).
+  The out-of-span parts of the 2H gradients are F Z with F F^T = c^T c
+  (:func:`slr.reduced.noise_sources`) and Z (2H, d - D) standard normal. Bartlett's decomposition
+  Z = T U, with U (2H, d - D) orthonormal rows and T lower triangular, T_ii^2 ~ chi^2(d - D - i)
+  (i = 0..2H-1) and T_ij ~ N(0, 1) below the diagonal, all independent, gives them as the coordinates
+  F T on 2H new unit vectors orthogonal to S. Definition 1's step (:func:`slr.pgd.projected_step`) in
+  those D + 2H coordinates, then a new basis of the heads' part by Gram-Schmidt: D coordinates again.
+- **Cost**: B n D + B (L - n) 2H + B + 2H D + 4 H^2 normals and 2H gamma variates a step, whatever d
+  (Figure 9: 293; with every token's D coordinates, B L D + B + 4 H^2 = 421, measured 10% slower on
+  2026-11-29; the d-dimensional reduced sampler: B L D + B + 2H d normals and 2H d-vector operations;
+  the full draw: B L d normals).
 
-**What is logged.** The overlaps kappa, nu, theta, eta, rho at the logged steps: exactly in law.
+**Precision.** The Gaussian draws of the steps are made in float32 (JAX's inverse-CDF normals) and
+used in float64, like every other operation: float64 draws cost 2.4 times as much (measured on the
+book's 2-core CPU, 421 normals a step: 2.96 us against 1.23 us a run-step) and were most of a step. The
+law changes only by the float32 resolution of the draws: each is one of 2^23 equally likely values (23
+random bits), all in [-5.42, 5.22] (:func:`draw_range`; a Gaussian puts 1.2e-7 of its mass outside), 531
+of them beyond |z| = 4. ``tests/test_coordinates.py`` tests the law of the overlaps against the full float64 sampler.
+The chi^2 variates and the test samples stay float64.
+
+**What is logged.** The overlaps kappa, nu, theta, eta, rho at the logged steps: exactly in law (with
+the draws' float32 resolution, above).
 The test error: the mean squared error on ``n_test`` test samples whose frame coordinates are drawn
 once from the test key (shared by the runs, each with its oracles): at each log exactly the law of the
 test error on a fresh batch, but two logs share the coordinates, not a batch of R^d. The final heads
@@ -36,18 +51,20 @@ Needs d >= 2n + 4H (the chi^2 degrees of freedom). Traceable kernels, no checks:
 """
 from __future__ import annotations
 
+import itertools
 import math
 from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from slr import _loop, reduced, task
 from slr.pgd import projected_step
 from slr.predictors import attention_multihead
 from slr.risk import closed_form
 
-__all__ = ["orthonormalise", "setup", "noise", "step", "reframe", "core"]
+__all__ = ["orthonormalise", "setup", "noise", "step", "reframe", "core", "draw_range"]
 
 _TOL = 1e-8          # a residual norm below this counts as zero (the vector lies in the span)
 _FALLBACK_SEED = 0xC0DE  # fixed directions completing a degenerate basis (no data randomness)
@@ -88,15 +105,30 @@ def setup(k0, v0, ks, vs):
     return tuple(x @ B.T for x in (k0, v0, ks, vs)) + (B,)
 
 
-def noise(key, L, batch, D, H, d):
-    """One step's draws: the tokens' coordinates G (B, L, D), the label noise (B,), Bartlett's factor T
-    (2H, 2H) of d - D degrees of freedom. Traceable."""
+def noise(key, L, batch, D, H, d, n):
+    """One step's draws: the informative tokens' coordinates G (B, n, D), the noise tokens' coordinates
+    on the heads' span A (B, L - n, 2H), the label noise (B,), the noise tokens' parts in the frame off the
+    heads' span before their covariance factor Zp (2H, D), Bartlett's factor T (2H, 2H) of d - D degrees
+    of freedom. Traceable."""
     kn, kc = jax.random.split(key)
-    p, m = 2 * H, batch * L * D
-    z = jax.random.normal(kn, (m + batch + p * p,), dtype=jnp.float64)  # one kernel for the normals
+    p = 2 * H
+    sizes = (batch * n * D, batch * (L - n) * p, batch, p * D, p * p)
+    # one kernel for the normals, drawn in float32 (module docstring, "Precision") and used in float64
+    z = jax.random.normal(kn, (sum(sizes),), dtype=jnp.float32).astype(jnp.float64)
+    G, A, xi, Zp, low = jnp.split(z, list(itertools.accumulate(sizes))[:-1])
     chi2 = 2.0 * jax.random.gamma(kc, (d - D - jnp.arange(p, dtype=jnp.float64)) / 2.0, dtype=jnp.float64)
-    T = jnp.tril(z[m + batch:].reshape(p, p), -1) + jnp.diag(jnp.sqrt(chi2))
-    return z[:m].reshape(batch, L, D), z[m:m + batch], T
+    T = jnp.tril(low.reshape(p, p), -1) + jnp.diag(jnp.sqrt(chi2))
+    return G.reshape(batch, n, D), A.reshape(batch, L - n, p), xi, Zp.reshape(p, D), T
+
+
+def draw_range():
+    """(lowest, highest): the interval that holds every float32 normal of :func:`noise` (module
+    docstring, "Precision"): JAX's transform sqrt(2) erfinv(u) of the ends of its float32 uniform grid,
+    u = nextafter(-1, 0) and the grid's largest point below 1, computed in float32 as JAX computes them."""
+    lo = np.nextafter(np.float32(-1.0), np.float32(0.0))
+    hi = np.float32(np.float32(1.0 - 2.0 ** -23) * (np.float32(1.0) - lo) + lo)
+    z = np.float32(math.sqrt(2.0)) * jax.lax.erf_inv(jnp.array([lo, hi], dtype=jnp.float32))
+    return float(z[0]), float(z[1])
 
 
 def _cholesky(M):
@@ -129,10 +161,15 @@ def step(carry, nz, ks, vs, lam, alpha, gamma, eps, d, shared):
     :func:`noise`; ``ks``, ``vs`` (n, D) the oracles' coordinates. Traceable."""
     k, v = carry
     (H, D), n = k.shape, ks.shape[0]
-    G, xi, T = nz
-    G = task.tie_tokens(G, n, shared)
+    Gi, A, xi, Zp, T = nz
+    heads = jnp.concatenate([k, v])
+    Ph = orthonormalise(heads, jnp.zeros((0, D), k.dtype), _fallback(2 * H, D))  # (2H, D): the heads' span
+    G = task.tie_tokens(jnp.concatenate([Gi, A @ Ph], axis=1), n, shared)      # noise tokens: on span(Ph)
     C, sig, y = reduced.multi_coordinates(None, ks, vs, G, xi, gamma, eps, d=d)
     gk, gv, coef = reduced.multi_in_span(None, C, y, k, v, lam)
+    cn = coef[:, n:].reshape(-1, 2 * H)                          # the noise tokens' coefficients (scale 1)
+    g_off = _cholesky(cn.T @ cn) @ (Zp - (Zp @ Ph.T) @ Ph)        # their parts off span(Ph), in the frame
+    gk, gv = gk + g_off[:H], gv + g_off[H:]
     c = reduced.noise_sources(coef, sig, n, shared)
     gp = _cholesky(c.T @ c) @ T                                     # (2H, 2H): on 2H new unit vectors
     z = jnp.zeros((H, 2 * H), k.dtype)
@@ -157,7 +194,7 @@ def core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, 
     def run(key, a, b, s, u):
         kc, vc, ksc, vsc, _ = setup(a, b, s, u)
         one = lambda cr, t, nz: step(cr, nz, ksc, vsc, lam_t(t), alpha, gamma, eps, d, tied)
-        nzf = lambda t: noise(jax.random.fold_in(key, t), L, batch, D, H, d)
+        nzf = lambda t: noise(jax.random.fold_in(key, t), L, batch, D, H, d, n)
         K, V = _loop.run_chunks(one, (kc, vc), lambda cr: cr, n_chunks, log_every, rem if has_rem else None,
                                 _UNROLL, nzf, block, one_loop=True)
         return K, V, ksc, vsc

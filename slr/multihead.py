@@ -156,7 +156,7 @@ class AngleConfig:
     regression (Eq. 30) whose two key (``which="k"``) or value (``"v"``) directions meet at an angle phi
     (:func:`slr.task.oracle_at_angle`), ``repeats`` runs per angle, each with its own oracle and start.
     The defaults are Figure 9's settings: d = 80, L = 10, gamma^2 = 1/2, eps = 0.1, batch 5, 100 000
-    steps, alpha = 1e-3, lam_t = 2 / (1 + 2e-4 min(t, 25 000)), and the book's experiment: 16 runs at each
+    steps, alpha = 1e-3, lam_t = 2 / (1 + 2e-4 min(t, 25 000)), and the book's experiment: 48 runs at each
     of 90, 60, 45 and 30 degrees. ``sampler`` is passed to sgd.train."""
     phis_deg: tuple = (90.0, 60.0, 45.0, 30.0)
     which: str = "k"
@@ -170,7 +170,7 @@ class AngleConfig:
     lam0: float = 2.0
     lam_decay: float = 2e-4
     lam_freeze: int = 25_000
-    repeats: int = 16
+    repeats: int = 48
     log_every: int = 1000
     n_test: int = 1000
     sampler: str = "coordinates"             # exact in law, free of d (slr.coordinates)

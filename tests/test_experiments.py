@@ -87,7 +87,7 @@ def test_open_configs_are_the_stated_settings():
     a = E.config("open-angle")  # Figure 9's settings; the chapter's angles and runs
     assert (a.d, a.L, a.gamma ** 2, a.eps, a.batch, a.steps, a.alpha, a.lam0, a.lam_decay, a.lam_freeze) == \
         (80, 10, pytest.approx(0.5), 0.1, 5, 100_000, 1e-3, 2.0, 2e-4, 25_000)
-    assert (a.phis_deg, a.repeats, a.sampler) == ((90.0, 60.0, 45.0, 30.0), 16, "coordinates")
+    assert (a.phis_deg, a.repeats, a.sampler) == ((90.0, 60.0, 45.0, 30.0), 48, "coordinates")
     t, d = E.config("open-temperature"), E.config("open-dimension")
     assert t.horizon >= 480 and t.d == 400 and d.ell / math.sqrt(400) == pytest.approx(0.1)  # Figure 7(b)'s lam
     assert d.alpha_d / 400 == pytest.approx(4e-3)
