@@ -39,6 +39,18 @@ def test_false_claim_raises_and_is_recorded_as_failing(claims_tmp):
     assert claims.load(claims_tmp)[0].holds is False
 
 
+def test_audit_mode_records_failing_claims_without_raising(claims_tmp, monkeypatch):
+    """SLR_CLAIMS_AUDIT=1 (benchmarks/audit_seeds.py): a false claim and a passing control are recorded as
+    failing and returned, not raised; control: without it the same claims raise."""
+    monkeypatch.setenv("SLR_CLAIMS_AUDIT", "1")
+    c1, c2 = square_close_to_four(on=2.1), square_close_to_four(id="ctrl", control=-2.0)
+    assert not c1.holds and c2.holds and not c2.control_fails
+    assert [r.ok for r in claims.load(claims_tmp)] == [False, False]
+    monkeypatch.setenv("SLR_CLAIMS_AUDIT", "0")
+    with pytest.raises(claims.ClaimError, match="does not hold"):
+        square_close_to_four(id="again", on=2.1)
+
+
 def test_a_control_that_passes_fails_the_claim():
     with pytest.raises(claims.ClaimError, match="cannot fail"):
         square_close_to_four(control=-2.0)  # (-2)^2 = 4: this control cannot show anything

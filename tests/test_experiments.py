@@ -106,6 +106,23 @@ def test_open_validation(name, over, match):
         E.config(name, **over)
 
 
+def test_seed_offset_shifts_every_seed(tmp_path, monkeypatch):
+    """SLR_SEED=k adds k to the seed of every run (benchmarks/audit_seeds.py): run(name, seed=s) under it is
+    run(name, seed=s + k) without it; control: without it, seed 0 and seed 3 differ. A value that is not
+    an integer >= 0 raises ValueError naming SLR_SEED."""
+    monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
+    kw = dict(steps=50, repeats=2, log_every=25)
+    base, s3, s4 = (E.run("fig7b", seed=s, **kw).kappa for s in (0, 3, 4))
+    assert not np.array_equal(base, s3) and not np.array_equal(s3, s4)
+    monkeypatch.setenv("SLR_SEED", "3")
+    assert E.seed_offset() == 3 and np.array_equal(E.run("fig7b", **kw).kappa, s3)
+    assert np.array_equal(E.run("fig7b", seed=1, **kw).kappa, s4)
+    for bad in ("-1", "x", "1.5"):
+        monkeypatch.setenv("SLR_SEED", bad)
+        with pytest.raises(ValueError, match="SLR_SEED"):
+            E.run("fig7b", **kw)
+
+
 def test_open_small_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
     tm = E.run("open-temperature", lam0s=(0.1, 3.0), decays=(0.0,), horizon=2.0, repeats=2, n_logs=4)
