@@ -142,7 +142,7 @@ class DimensionConfig:
     horizon: float = 80.0
     L: int = 10
     gamma: float = math.sqrt(0.5)
-    repeats: int = 24
+    repeats: int = 96
     n_logs: int = 400
     ds: tuple = (316, 1000, 3162, 10000)
     method: str = "pgd"
