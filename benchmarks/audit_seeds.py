@@ -6,8 +6,8 @@ Usage: .venv/bin/python benchmarks/audit_seeds.py [--offset N] [chapter ...]
 Each chapter runs with ``SLR_SEED=N`` (default 1000: :func:`slr.experiments.seed_offset` adds it to the
 seed of every ``experiments.run``), ``SLR_CLAIMS_AUDIT=1`` (claims are recorded, never raised, so a
 chapter runs to its end) and a fresh, empty result cache. Chapters whose randomness does not go through
-``experiments.run`` draw the same numbers as without the offset; the default list is the chapters that
-call it. Prints, per chapter, the claims recorded and those that fail (the claim does not hold, or its
+``experiments.run`` draw the same numbers as without the offset; the default list is the chapters whose
+code calls it (:func:`uses_experiments`). Prints, per chapter, the claims recorded and those that fail (the claim does not hold, or its
 control passes), with their values, and the cells that raise (a chapter whose code assumes what one
 stream showed); exit status 1 if any fails or raises. A claim that fails here is not false:
 it is a claim whose check depends on the stream, which the chapter must say or change.
@@ -26,7 +26,14 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
-USES_EXPERIMENTS = ("probe", "linear", "pgd", "landscape", "transformer", "beyond_open_questions", "related")
+
+
+def uses_experiments():
+    """The chapters (book/*.ipynb, in name order) whose code calls ``experiments.run``: those the offset
+    re-rolls."""
+    return [p.stem for p in sorted((ROOT / "book").glob("*.ipynb"))
+            if any("experiments.run" in "".join(c.source) for c in nbformat.read(p, as_version=4).cells
+                   if c.cell_type == "code")]
 
 
 def main():
@@ -41,7 +48,7 @@ def main():
     os.environ.update(SLR_SEED=str(args.offset), SLR_CLAIMS_AUDIT="1", SLR_CACHE_DIR=str(work / "cache"),
                       SLR_CLAIMS_DIR=str(work / "claims"))
     failed = 0
-    for name in args.chapters or USES_EXPERIMENTS:
+    for name in args.chapters or uses_experiments():
         path = ROOT / "book" / f"{name}.ipynb"
         if not path.exists():
             raise ValueError(f"chapter must be a notebook of book/, got {name!r}")

@@ -31,7 +31,8 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = ["ClaimError", "Test", "close", "below", "above", "between", "at_least", "at_most",
-           "abs_below", "wilson", "start", "stop", "current_chapter", "check", "claims_dir", "load", "Claim"]
+           "abs_below", "wilson", "fisher_greater", "fisher_power", "trend_power", "start", "stop",
+           "current_chapter", "check", "claims_dir", "load", "Claim"]
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -148,6 +149,30 @@ def fisher_power(n: int, p1: float, p0: float, alpha: float) -> float:
     return float(binom.pmf(ks, n, p1) @ hit @ binom.pmf(ks, n, p0))
 
 
+def trend_power(levels, shares, n: int, alpha: float, *, alternative: str = "greater", sims: int = 1000,
+                seed: int = 0) -> float:
+    """Probability that the one-sided Kendall tau test of a success against its level (``scipy.stats.
+    kendalltau``, ``alternative`` "greater" or "less") falls below alpha, for n runs at each of the
+    ``levels`` with true success rates ``shares`` (one per level): the share of ``sims`` simulated sets
+    of runs (seeded) in which it does."""
+    from scipy.stats import kendalltau
+    wilson(0, n)  # raises ValueError unless n is an integer >= 1
+    wilson(0, sims)
+    levels, shares = np.asarray(levels, dtype=float), np.asarray(shares, dtype=float)
+    if levels.ndim != 1 or shares.shape != levels.shape or levels.size < 2:
+        raise ValueError(f"levels and shares must be two 1-D arrays of one length >= 2, got shapes "
+                         f"{levels.shape} and {shares.shape}")
+    if not np.all((shares >= 0) & (shares <= 1)):
+        raise ValueError(f"shares must be in [0, 1], got {shares!r}")
+    if not 0 < _finite("alpha", alpha) < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if alternative not in ("greater", "less"):
+        raise ValueError(f"alternative must be 'greater' or 'less', got {alternative!r}")
+    x = np.repeat(levels, n)
+    runs = np.random.default_rng(seed).random((sims, levels.size, n)) < shares[:, None]
+    return float(np.mean([kendalltau(x, r.ravel(), alternative=alternative).pvalue < alpha for r in runs]))
+
+
 @dataclass
 class Claim:
     """One checked claim as recorded for the ledger."""
@@ -262,7 +287,7 @@ def check(id: str, statement: str, *, measure: Callable, on, control, test: Test
     records = json.loads(path.read_text()) if path.exists() else []
     records.append(asdict(claim))
     path.write_text(json.dumps(records, indent=1) + "\n")
-    if os.environ.get("SLR_CLAIMS_AUDIT") == "1":  # record only: the audit under other seeds reads the records
+    if os.environ.get("SLR_CLAIMS_AUDIT") == "1":  # record only: benchmarks/audit_seeds.py reads them
         return claim
     if not claim.holds:
         raise ClaimError(f"claim {id!r} does not hold: {test.description} fails for value {claim.value!r}")

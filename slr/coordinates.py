@@ -34,8 +34,8 @@ used in float64, like every other operation: float64 draws cost 2.4 times as muc
 book's 2-core CPU, 421 normals a step: 2.96 us against 1.23 us a run-step) and were most of a step. The
 law changes only by the float32 resolution of the draws: each is one of 2^23 equally likely values (23
 random bits), all in [-5.42, 5.22] (:func:`draw_range`; a Gaussian puts 1.2e-7 of its mass outside), 531
-of them beyond |z| = 4. ``tests/test_coordinates.py`` tests the law of the overlaps against the full float64 sampler.
-The chi^2 variates and the test samples stay float64.
+of them beyond |z| = 4. ``tests/test_coordinates.py`` tests the law of the overlaps against the full
+float64 sampler. The chi^2 variates and the test samples stay float64.
 
 **What is logged.** The overlaps kappa, nu, theta, eta, rho at the logged steps: exactly in law (with
 the draws' float32 resolution, above).

@@ -262,7 +262,7 @@ def _keyed(name, seed, overrides):
     """The experiment and its cache key: the validated configuration, the seed (plus
     :func:`seed_offset`) and its inputs."""
     seed = check_int("seed", seed, lo=0) + seed_offset()
-    seed, cfg, entry = check_int("seed", seed, lo=0), config(name, **overrides), EXPERIMENTS[name]
+    cfg, entry = config(name, **overrides), EXPERIMENTS[name]
     inputs = {} if entry.inputs is None else {"inputs": entry.inputs(cfg)}
     return entry, {"config": cfg, "seed": seed, **inputs}
 
