@@ -3,9 +3,17 @@ several seeds (the appendix on related models), and the tuned risks of erf, line
 attention at the oracle as the sequence grows.
 
 - :func:`best_lambda`: the constant lam minimising the oracle risk (Theorem 1), by :func:`slr.tuning.erf_best`.
-- :class:`DiagMLPConfig`, :func:`diag_mlp_comparison`: the step size of each model chosen on a tuning
-  seed from a grid, then both trained on the same fresh batches for ``seeds`` evaluation seeds (and the
-  tied MLP of exercise ``related_ex3`` on the first one); every run a task on both cores.
+- :class:`DiagMLPConfig`, :func:`diag_mlp_comparison`: the step size of each model chosen on tuning
+  seeds from a grid, then both trained on the same fresh batches for ``seeds`` evaluation seeds (and the
+  tied MLP of exercise ``related_ex3`` on the first one); the runs vectorised a chunk at a time, every
+  chunk a task on one of the two cores.
+
+**Precision.** The Gaussian draws of the training batches are made in float32 (JAX's inverse-CDF
+normals, :data:`DRAWS`) and used in float64, like every other operation: at L = 20 the float64 draws
+were 0.66 s of a run's 1.05 s on the book's 2-core CPU, the float32 ones 0.27 s. The law changes only by
+the float32 resolution of the draws, as in :mod:`slr.coordinates` ("Precision"): each is one of 2^23
+values, all in [-5.42, 5.22] (:func:`slr.coordinates.draw_range`; a Gaussian puts 1.2e-7 of its mass
+outside). The test batches stay float64.
 """
 from __future__ import annotations
 
@@ -25,7 +33,9 @@ from slr._validate import check_int, check_nonneg, check_positive
 from slr.overlaps import overlaps
 from slr.predictors import attention_erf
 
-__all__ = ["best_lambda", "DiagMLPConfig", "diag_mlp_comparison"]
+__all__ = ["best_lambda", "DiagMLPConfig", "diag_mlp_comparison", "DRAWS"]
+
+DRAWS = jnp.float32  # the dtype of the training batches' Gaussian draws (module docstring, "Precision")
 
 
 def best_lambda(*, gamma, d, L, eps=0.0):
@@ -37,12 +47,15 @@ def best_lambda(*, gamma, d, L, eps=0.0):
 
 @dataclass(frozen=True)
 class DiagMLPConfig:
-    """Attention (projected SGD on the spheres at lam = :func:`best_lambda`, :func:`slr.sgd.train`)
-    against the diagonal MLP of Appendix F (Adam, :func:`slr.baselines.train_diag_mlp`), on the same
-    fresh batches, at each L of ``Ls``. Each model's step size is the best of its grid on a tuning
-    seed (``tune_seed``), then ``seeds`` evaluation seeds are run with it. At each L of ``tied_Ls`` (a
-    subset of ``Ls``) the tied MLP (Deep Sets, exercise ``related_ex3``) is also trained on the first
-    evaluation seed's samples with the diagonal MLP's tuned step."""
+    """Attention (projected SGD on the spheres at lam = :func:`best_lambda`, the step of
+    :func:`slr.sgd.train`) against the diagonal MLP of Appendix F (Adam, as
+    :func:`slr.baselines.train_diag_mlp`), on the same fresh batches, at each L of ``Ls``. The pairs of the
+    grids (``lrs_attention[i]``, ``lrs_mlp[i]``, the shorter grid padded with its last value) are trained on
+    ``tune_seeds`` tuning seeds (``tune_seed``, ``tune_seed + 1``, ...); each model's step size is the one of
+    the smallest mean final test error over them. Then ``seeds`` evaluation seeds are run with it. The
+    runs are made ``chunk`` at a time, one compiled call per chunk (a task on one of the two threads).
+    At each L of ``tied_Ls`` (a subset of ``Ls``) the tied MLP (Deep Sets, exercise ``related_ex3``) is
+    also trained on the first evaluation seed's samples with the diagonal MLP's tuned step."""
     d: int = 32
     gamma: float = math.sqrt(0.5)
     eps: float = 0.1
@@ -50,16 +63,18 @@ class DiagMLPConfig:
     steps: int = 1500
     batch: int = 128
     width: int = 16
-    lrs_attention: tuple = (0.01, 0.03, 0.1)
-    lrs_mlp: tuple = (3e-3, 1e-2, 3e-2)
-    seeds: int = 4
+    lrs_attention: tuple = (0.003, 0.01, 0.03, 0.1)
+    lrs_mlp: tuple = (1e-3, 3e-3, 1e-2, 3e-2)
+    seeds: int = 16
     tune_seed: int = 1000
+    tune_seeds: int = 2
+    chunk: int = 4
     n_test: int = 4000
     n_eval: int = 15
     tied_Ls: tuple = (20,)
 
     def validate(self) -> "DiagMLPConfig":
-        for name in ("d", "steps", "batch", "width", "seeds", "n_test", "n_eval"):
+        for name in ("d", "steps", "batch", "width", "seeds", "tune_seeds", "chunk", "n_test", "n_eval"):
             check_int(name, getattr(self, name))
         check_int("tune_seed", self.tune_seed, lo=0)
         for x in self.Ls:
@@ -75,140 +90,161 @@ class DiagMLPConfig:
 
 
 @partial(jax.jit, static_argnames=("n_chunks", "log_every", "batch", "n_test", "L", "has_rem"))
-def _joint(key_test, stream, k0, v0, params, ks, vs, lam, alphas, lrs, gamma, eps, rem, *, n_chunks, log_every,
-           batch, n_test, L, has_rem):
-    """One training stream (:func:`slr.sgd.batch_keys`) read by several models at once: attention (Eq. 3,
-    projected SGD as :func:`slr.sgd.train`) at each step size of ``alphas`` (A,) and the diagonal MLP
-    (Adam as :func:`slr.baselines.train_diag_mlp`) at each of ``lrs`` (M,). Each step's fresh batch is
-    drawn once for all of them (the same numbers each would draw alone). Returns the test mean squared
-    errors at the logs, (T, A) and (T, M), and the attention iterates there, (T, A, d) twice. ``log_every``
-    is static: the step is compiled once (a traced chunk length adds a second copy for its remainder)."""
+def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, rem, *, n_chunks, log_every,
+          batch, n_test, L, has_rem):
+    """Runs (axis 0 of every array argument, N), each reading its own training stream and test batch
+    (:func:`slr.sgd.batch_keys`): attention (Eq. 3, the projected step of Definition 1 on the mini-batch
+    loss, as :func:`slr.sgd.train`) at step ``alpha`` and the diagonal MLP (Adam) at step ``lr``, both on
+    the same fresh batch at every step (drawn once, in float32: module docstring, "Precision"). Returns
+    the test mean squared errors at the logs, (N, T) twice, and the attention iterates there, (N, T, d)
+    twice. ``log_every`` is static: the step is compiled once (a traced chunk length adds a copy)."""
     d = ks.shape[-1]
-    Xt, yt, _ = task.assemble(task.draws(key_test, n_test, L=L, d=d), ks[None], vs[None], gamma=gamma, eps=eps)
-    att_loss = lambda k, v, X, y: jnp.mean(jnp.square(y - attention_erf(X, k, v, lam)))
-    mlp_loss = lambda p, X, y: jnp.mean(jnp.square(y - baselines.diag_mlp(p, X)))
 
-    def att_step(k, v, X, y, a):
-        return pgd.projected_step(k, v, *jax.grad(att_loss, argnums=(0, 1))(k, v, X, y), a)
+    def one(key_test, stream, k0, v0, params, ks, vs, alpha, lr):
+        Xt, yt, _ = task.assemble(task.draws(key_test, n_test, L=L, d=d), ks[None], vs[None], gamma=gamma,
+                                  eps=eps)
+        att_loss = lambda k, v, X, y: jnp.mean(jnp.square(y - attention_erf(X, k, v, lam)))
+        mlp_loss = lambda p, X, y: jnp.mean(jnp.square(y - baselines.diag_mlp(p, X)))
+        opt = optax.adam(lr)
 
-    def mlp_step(p, st, X, y, lr):
-        upd, st = optax.adam(lr).update(jax.grad(mlp_loss)(p, X, y), st, p)
-        return optax.apply_updates(p, upd), st
+        def body(carry, t):
+            (k, v), (p, st) = carry
+            X, y, _ = task.assemble(sgd.fresh_draws(stream, t, batch=batch, L=L, d=d, dtype=DRAWS), ks[None],
+                                    vs[None], gamma=gamma, eps=eps)
+            k, v = pgd.projected_step(k, v, *jax.grad(att_loss, argnums=(0, 1))(k, v, X, y), alpha)
+            upd, st = opt.update(jax.grad(mlp_loss)(p, X, y), st, p)
+            return (k, v), (optax.apply_updates(p, upd), st)
 
-    def body(carry, t):
-        (k, v), (p, st) = carry
-        X, y, _ = task.assemble(sgd.fresh_draws(stream, t, batch=batch, L=L, d=d), ks[None], vs[None],
-                                gamma=gamma, eps=eps)
-        return (jax.vmap(att_step, (0, 0, None, None, 0))(k, v, X, y, alphas),
-                jax.vmap(mlp_step, (0, 0, None, None, 0))(p, st, X, y, lrs))
+        def log(carry):
+            (k, v), (p, _) = carry
+            return att_loss(k, v, Xt, yt), mlp_loss(p, Xt, yt), k, v
 
-    def log(carry):
-        (k, v), (p, _) = carry
-        return (jax.vmap(att_loss, (0, 0, None, None))(k, v, Xt, yt),
-                jax.vmap(mlp_loss, (0, None, None))(p, Xt, yt), k, v)
+        return _loop.run_chunks(body, ((k0, v0), (params, opt.init(params))), log, n_chunks, log_every,
+                                rem if has_rem else None, 1)
 
-    many = lambda x, n: jnp.broadcast_to(x, (n,) + x.shape)
-    p0 = jax.tree_util.tree_map(lambda x: many(x, lrs.shape[0]), params)
-    carry = ((many(k0, alphas.shape[0]), many(v0, alphas.shape[0])),
-             (p0, jax.vmap(lambda p, lr: optax.adam(lr).init(p))(p0, lrs)))
-    return _loop.run_chunks(body, carry, log, n_chunks, log_every, rem if has_rem else None, 1)
+    return jax.lax.map(lambda a: one(*a), (key_test, stream, k0, v0, params, ks, vs, alpha, lr))
 
 
-def _pair(cfg, L, seed, alphas, lrs, lam):
-    """One seed at one L: attention at each step size of ``alphas`` and the MLP at each of ``lrs``, all
-    on the same fresh batches and test batch: ``(att_mse (T, A), mlp_mse (T, M), final overlaps
-    (kappa, nu, theta, eta, rho) each (A,), n_params)``."""
-    k_oracle, k_init, k_mlp, k_train = jax.random.split(jax.random.key(seed * 1000 + L), 4)
-    k_star, v_star = task.sample_oracle(k_oracle, cfg.d)
-    k0, v0 = (x[0, 0] for x in pgd.init_sphere(k_init, cfg.d, 1, H=1))
-    params = baselines.diag_mlp_init(k_mlp, L=L, d=cfg.d, width=cfg.width)
-    key_test, streams = sgd.batch_keys(k_train, 1)
+def _keys(cfg, L, seed):
+    """The keys of one run (seed, L): oracle, attention's start, the MLP's initialisation, training."""
+    return jax.random.split(jax.random.key(seed * 1000 + L), 4)
+
+
+def _call(cfg, L, lam, runs):
+    """The runs ``[(seed, alpha, lr)]`` at one L, in one compiled call of :func:`_runs`: a dict with the
+    test mean squared errors ``att`` and ``mlp`` (N, T), the overlaps (kappa, nu, theta, eta, rho) of the
+    attention iterates at the logs ``o`` (5, N, T), and the MLP's number of parameters ``n``."""
+    rows = []
+    for seed, _, _ in runs:
+        k_oracle, k_init, k_mlp, k_train = _keys(cfg, L, seed)
+        ks, vs = task.sample_oracle(k_oracle, cfg.d)
+        k0, v0 = (x[0, 0] for x in pgd.init_sphere(k_init, cfg.d, 1, H=1))
+        key_test, streams = sgd.batch_keys(k_train, 1)
+        rows.append((key_test, streams[0], k0, v0, baselines.diag_mlp_init(k_mlp, L=L, d=cfg.d, width=cfg.width),
+                     ks, vs))
+    stack = lambda *xs: jax.tree_util.tree_map(lambda *a: jnp.stack(a), *xs)
+    args = stack(*rows)
     n_chunks, rem = _loop.schedule(cfg.steps, cfg.steps // cfg.n_eval)
-    att, mlp, K, V = _joint(key_test, streams[0], k0, v0, params, k_star, v_star, float(lam),
-                            jnp.asarray(alphas, float), jnp.asarray(lrs, float), float(cfg.gamma),
-                            float(cfg.eps), int(rem or 0), n_chunks=n_chunks, log_every=cfg.steps // cfg.n_eval,
-                            batch=cfg.batch, n_test=cfg.n_test, L=int(L), has_rem=rem is not None)
-    return np.asarray(att), np.asarray(mlp), overlaps(K[-1], V[-1], k_star, v_star), baselines.n_params(params)
+    att, mlp, K, V = _runs(*args, jnp.asarray([a for _, a, _ in runs], float),
+                           jnp.asarray([m for _, _, m in runs], float), float(lam), float(cfg.gamma),
+                           float(cfg.eps), int(rem or 0), n_chunks=n_chunks, log_every=cfg.steps // cfg.n_eval,
+                           batch=cfg.batch, n_test=cfg.n_test, L=int(L), has_rem=rem is not None)
+    o = overlaps(K, V, args[5][:, None], args[6][:, None])
+    return {"att": np.asarray(att), "mlp": np.asarray(mlp), "o": np.asarray(o),
+            "n": baselines.n_params(rows[0][4])}
 
 
-def _tune_runs(cfg, L, lam):
-    """The tuning runs of :func:`_tune` at one L, one per pair of the grids: ``[(L, seed, alphas, lrs,
-    lam)]``, the arguments of :func:`_pair` (each run on its own: the program of the evaluation seeds)."""
+def _tune_runs(cfg):
+    """The tuning runs ``[(seed, alpha, lr)]``: every pair of the grids (``lrs_attention[i]``, ``lrs_mlp[i]``,
+    the shorter grid padded with its last value) on each tuning seed, seed by seed."""
     A, M = len(cfg.lrs_attention), len(cfg.lrs_mlp)
-    return [(L, cfg.tune_seed, (cfg.lrs_attention[min(i, A - 1)],), (cfg.lrs_mlp[min(i, M - 1)],), lam)
-            for i in range(max(A, M))]
+    pairs = [(cfg.lrs_attention[min(i, A - 1)], cfg.lrs_mlp[min(i, M - 1)]) for i in range(max(A, M))]
+    return [(cfg.tune_seed + j, a, m) for j in range(cfg.tune_seeds) for a, m in pairs]
 
 
-def _pick(cfg, runs):
-    """(lr_att, lr_mlp): each model's step size of the smallest final test error over the runs of
-    :func:`_tune_runs`."""
-    eps2, A, M = cfg.eps ** 2, len(cfg.lrs_attention), len(cfg.lrs_mlp)
-    return (cfg.lrs_attention[int(np.argmin([a[-1, 0] - eps2 for a, _, _, _ in runs[:A]]))],
-            cfg.lrs_mlp[int(np.argmin([m[-1, 0] - eps2 for _, m, _, _ in runs[:M]]))])
+def _pick(cfg, att, mlp):
+    """(lr_att, lr_mlp): each model's step size of the smallest mean final test error over the tuning
+    seeds, from the final test errors ``att``, ``mlp`` of the runs of :func:`_tune_runs` (in their order)."""
+    A, M = len(cfg.lrs_attention), len(cfg.lrs_mlp)
+    mean = lambda x: np.asarray(x, dtype=float).reshape(cfg.tune_seeds, max(A, M)).mean(axis=0)
+    return (cfg.lrs_attention[int(np.argmin(mean(att)[:A]))], cfg.lrs_mlp[int(np.argmin(mean(mlp)[:M]))])
 
 
-def _tune(cfg, L, lam):
-    """The step sizes of :func:`diag_mlp_comparison` at one L: the grids' pairs (``lrs_attention[i]``,
-    ``lrs_mlp[i]``, the shorter grid padded with its last value) trained on the tuning seed one pair per
-    run, with the program of the evaluation seeds (one model of each kind: one compilation per L, not
-    two), then each model's best final test error. Returns (lr_att, lr_mlp)."""
-    return _pick(cfg, [_pair(cfg, *args) for args in _tune_runs(cfg, L, lam)])
+def _chunks(cfg, runs):
+    """``runs`` cut into calls of ``cfg.chunk`` runs (the last one padded with copies of its last run, so
+    that every call has the shape of the first: one compilation per L): [(runs of the call, how many are
+    real)]."""
+    out = []
+    for i in range(0, len(runs), cfg.chunk):
+        part = runs[i:i + cfg.chunk]
+        out.append((part + [part[-1]] * (min(cfg.chunk, len(runs)) - len(part)), len(part)))
+    return out
 
 
-def _evaluate(cfg, L, seed, lrs, lam):
-    """One evaluation run of :func:`_pair` at the tuned step sizes ``lrs``, with the closed-form risk of
-    its learnt (k, v) (Prop. 15)."""
-    att, mlp, o, n = _pair(cfg, L, seed, (lrs[0],), (lrs[1],), lam)
-    exact = float(R.closed_form(*(x[0] for x in o), lam, cfg.gamma, float(cfg.d), float(L), cfg.eps))
-    return att, mlp, o, n, exact
+def _join(parts):
+    """The outputs of several :func:`_call` (with the number of real runs of each) along the runs."""
+    return {"att": np.concatenate([p["att"][:n] for p, n in parts]),
+            "mlp": np.concatenate([p["mlp"][:n] for p, n in parts]),
+            "o": np.concatenate([p["o"][:, :n] for p, n in parts], axis=1), "n": parts[0][0]["n"]}
 
 
 def _tied(cfg, L, seed, lr):
     """The tied MLP (:func:`slr.baselines.tied_mlp`) trained on the samples of the evaluation seed ``seed``
-    at L (its keys, oracle and batches, :func:`_pair`) with Adam at step ``lr``: (test mean squared
+    at L (its oracle, batches and test batch, :func:`_call`) with Adam at step ``lr``: (test mean squared
     errors at the logs, number of parameters)."""
-    k_oracle, _, k_mlp, k_train = jax.random.split(jax.random.key(seed * 1000 + L), 4)
+    k_oracle, _, k_mlp, k_train = _keys(cfg, L, seed)
     ks, vs = task.sample_oracle(k_oracle, cfg.d)
     run = baselines.train_diag_mlp(k_train, k_mlp, ks, vs, L=L, gamma=cfg.gamma, eps=cfg.eps, width=cfg.width,
                                    lr=lr, steps=cfg.steps, batch=cfg.batch, n_test=cfg.n_test,
-                                   log_every=cfg.steps // cfg.n_eval, tied=True)
+                                   log_every=cfg.steps // cfg.n_eval, tied=True, dtype=DRAWS)
     return run["excess_risk"] + cfg.eps ** 2, run["n_params"]
 
 
-def _collect(cfg, L, lam, oracle, lrs, runs):
-    """The outputs of :func:`diag_mlp_comparison` at one L from its evaluation runs (:func:`_evaluate`)."""
-    out = {"att_mse": [a[:, 0] for a, _, _, _, _ in runs], "mlp_mse": [m[:, 0] for _, m, _, _, _ in runs],
-           "att_exact": [e for _, _, _, _, e in runs]}
-    for i, f in enumerate(("kappa", "nu", "theta", "eta")):
-        out[f] = [float(o[i][0]) for _, _, o, _, _ in runs]
-    return {**out, "n_mlp": runs[0][3], "lr_att": lrs[0], "lr_mlp": lrs[1], "lam": lam, "oracle": oracle,
+def _collect(cfg, L, lam, oracle, lrs, ev):
+    """The outputs of :func:`diag_mlp_comparison` at one L from its evaluation runs (:func:`_join`)."""
+    exact = np.asarray(R.closed_form(*ev["o"], lam, cfg.gamma, float(cfg.d), float(L), cfg.eps))
+    out = {"att_mse": ev["att"], "mlp_mse": ev["mlp"], "att_exact_t": exact, "att_exact": exact[:, -1]}
+    for i, f in enumerate(("kappa", "nu", "theta", "eta", "rho")):
+        out[f] = ev["o"][i, :, -1]
+    out["overlaps_t"] = ev["o"]
+    return {**out, "n_mlp": ev["n"], "lr_att": lrs[0], "lr_mlp": lrs[1], "lam": lam, "oracle": oracle,
             "linear": R.linear_risk(gamma=cfg.gamma, L=L, eps=cfg.eps)}
 
 
 def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
     """For each L (axis 0): the tuned step sizes ``lr_att``, ``lr_mlp``; over the evaluation seeds
     (seed, ..., seed + seeds - 1; axis 1) the test mean squared errors ``att_mse``, ``mlp_mse`` at the
-    logged ``step`` (axis 2), the closed-form risk of the learnt (k, v) ``att_exact``, its ``kappa``,
-    ``nu``, ``theta``, ``eta``; per L the ``lam`` used, the ``oracle`` and best ``linear`` risks, ``n_mlp`` parameters.
-    For each L of ``cfg.tied_Ls`` (axis 0): the tied MLP's test mean squared errors ``tied_mse`` at the logged
-    steps on the first evaluation seed (seed) with ``lr_mlp``, and its ``tied_n`` parameters.
+    logged ``step`` (axis 2), the closed-form risk (Prop. 15) of the attention iterate at the logs
+    ``att_exact_t`` and at the end ``att_exact``, the final ``kappa``, ``nu``, ``theta``, ``eta``, ``rho``,
+    and all five at the logs, ``overlaps_t`` (L, 5, seeds, T) in that order;
+    per L the ``lam`` used, the ``oracle`` and best ``linear`` risks, ``n_mlp`` parameters. For each L of
+    ``cfg.tied_Ls`` (axis 0): the tied MLP's test mean squared errors ``tied_mse`` at the logged steps on
+    the first evaluation seed (seed) with ``lr_mlp``, and its ``tied_n`` parameters.
 
-    Every run is a task on two threads (both cores), the longest first so that the two threads end
-    together: each L's first tuning run (its compilation; the longest L first), the other tuning runs,
-    the tied MLP's runs, then the evaluation runs from the longest L. A task that needs a tuning waits
-    for it (every tuning run was submitted before it)."""
+    Every call of :func:`_runs` is a task on two threads (both cores), submitted in this order: each L's
+    first tuning call, the longest L first (each compiles its L's program, the two at once), the other
+    tuning calls, the tied MLP's runs, then the evaluation calls, the shortest L first (its tuning ends
+    first). A task that needs a tuning waits for it (every tuning call was submitted before it)."""
     best = {L: best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps) for L in cfg.Ls}
     Ls = sorted(cfg.Ls, reverse=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        args = {L: _tune_runs(cfg, L, best[L][0]) for L in cfg.Ls}
-        tune = {L: [pool.submit(_pair, cfg, *args[L][0])] for L in Ls}
+        call = lambda L, runs: pool.submit(_call, cfg, L, best[L][0], runs)
+        parts = {L: _chunks(cfg, _tune_runs(cfg)) for L in Ls}
+        tune = {L: [(call(L, parts[L][0][0]), parts[L][0][1])] for L in Ls}
         for L in Ls:
-            tune[L] += [pool.submit(_pair, cfg, *a) for a in args[L][1:]]
-        tuned = lambda L: _pick(cfg, [f.result() for f in tune[L]])
+            tune[L] += [(call(L, c), n) for c, n in parts[L][1:]]
+
+        def tuned(L):
+            t = _join([(f.result(), n) for f, n in tune[L]])
+            return _pick(cfg, t["att"][:, -1], t["mlp"][:, -1])
+
         tied = [pool.submit(lambda L: _tied(cfg, L, seed, tuned(L)[1]), L) for L in cfg.tied_Ls]
-        jobs = {L: [pool.submit(lambda L, s: _evaluate(cfg, L, seed + s, tuned(L), best[L][0]), L, s)
-                    for s in range(cfg.seeds)] for L in Ls}
-        per_L = [_collect(cfg, L, *best[L], tuned(L), [r.result() for r in jobs[L]]) for L in cfg.Ls]
+        evals = {L: [(pool.submit(lambda L, c: _call(cfg, L, best[L][0], [(s, *tuned(L)) for s, _, _ in c]),
+                                  L, c), n)
+                     for c, n in _chunks(cfg, [(seed + s, None, None) for s in range(cfg.seeds)])]
+                 for L in reversed(Ls)}
+        per_L = [_collect(cfg, L, *best[L], tuned(L), _join([(f.result(), n) for f, n in evals[L]]))
+                 for L in cfg.Ls]
         tied = [t.result() for t in tied]
     out = {k: [r[k] for r in per_L] for k in per_L[0]}
     out["step"] = _loop.log_steps(cfg.steps, cfg.steps // cfg.n_eval)

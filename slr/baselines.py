@@ -69,9 +69,10 @@ def n_params(tree) -> int:
     return int(sum(np.size(x) for x in jax.tree_util.tree_leaves(tree)))
 
 
-@partial(jax.jit, static_argnames=("lr", "n_chunks", "log_every", "batch", "n_test", "L", "has_rem", "tied"))
+@partial(jax.jit, static_argnames=("lr", "n_chunks", "log_every", "batch", "n_test", "L", "has_rem", "tied",
+                                   "dtype"))
 def _train(key_test, stream, params, ks, vs, gamma, eps, rem, *, lr, n_chunks, log_every, batch, n_test, L,
-           has_rem, tied=False):
+           has_rem, tied=False, dtype=jnp.float64):
     """Adam on the MLP; ``log_every`` static: the step is compiled once, not twice (a traced chunk
     length adds a copy for its remainder)."""
     d = ks.shape[-1]
@@ -82,8 +83,8 @@ def _train(key_test, stream, params, ks, vs, gamma, eps, rem, *, lr, n_chunks, l
 
     def body(carry, t):
         p, st = carry
-        X, y, _ = task.assemble(sgd.fresh_draws(stream, t, batch=batch, L=L, d=d), ks[None], vs[None],
-                                gamma=gamma, eps=eps)
+        X, y, _ = task.assemble(sgd.fresh_draws(stream, t, batch=batch, L=L, d=d, dtype=dtype), ks[None],
+                                vs[None], gamma=gamma, eps=eps)
         upd, st = opt.update(jax.grad(loss)(p, X, y), st, p)
         return optax.apply_updates(p, upd), st
 
@@ -94,7 +95,7 @@ def _train(key_test, stream, params, ks, vs, gamma, eps, rem, *, lr, n_chunks, l
 
 
 def train_diag_mlp(key, init_key, k_star, v_star, *, L, gamma, eps, width, lr, steps, batch, log_every,
-                   n_test=1000, tied=False) -> dict:
+                   n_test=1000, tied=False, dtype=jnp.float64) -> dict:
     """Adam on the diagonal MLP with the fresh batches and the test batch of :func:`slr.sgd.train` for one
     run with the same ``key`` (one erf head on one location, ``shared_draws=False``).
 
@@ -102,6 +103,9 @@ def train_diag_mlp(key, init_key, k_star, v_star, *, L, gamma, eps, width, lr, s
         key: the key given to :func:`slr.sgd.train`. init_key: the key of :func:`diag_mlp_init`.
         k_star, v_star: orthonormal vectors (d,). L, gamma, eps, steps, batch, log_every, n_test: as in
             :func:`slr.sgd.train`. width: hidden units per position. lr: Adam's learning rate > 0.
+        dtype: the dtype of the training batches' Gaussian draws, ``jnp.float64`` (those of
+            :func:`slr.sgd.train`) or ``jnp.float32`` (those of :func:`slr.appendix_f.diag_mlp_comparison`),
+            used in float64 either way.
 
     Returns:
         A dict: ``step`` (T,), ``excess_risk`` (T,) the test mean squared error minus eps^2 at those
@@ -115,13 +119,16 @@ def train_diag_mlp(key, init_key, k_star, v_star, *, L, gamma, eps, width, lr, s
     check_positive("gamma", gamma)
     check_nonneg("eps", eps)
     check_positive("lr", lr)
+    if np.dtype(dtype) not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    dtype = jnp.float32 if np.dtype(dtype) == np.float32 else jnp.float64
     params = (tied_mlp_init(init_key, d=d, width=width) if tied else
               diag_mlp_init(init_key, L=L, d=d, width=width))
     key_test, streams = sgd.batch_keys(key, 1)
     n_chunks, rem = _loop.schedule(steps, log_every)
     ex, trained = _train(key_test, streams[0], params, jnp.asarray(ks), jnp.asarray(vs), float(gamma), float(eps),
                          int(rem or 0), lr=float(lr), n_chunks=n_chunks, log_every=log_every, batch=batch,
-                         n_test=n_test, L=int(L), has_rem=rem is not None, tied=bool(tied))
+                         n_test=n_test, L=int(L), has_rem=rem is not None, tied=bool(tied), dtype=dtype)
     return {"step": _loop.log_steps(steps, log_every), "excess_risk": np.asarray(ex),
             "params": jax.tree_util.tree_map(np.asarray, trained), "n_params": n_params(trained)}
 

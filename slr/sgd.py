@@ -83,10 +83,12 @@ def batch_keys(key, repeats, shared_draws=False):
     return key_test, (key_train if shared_draws else jax.random.split(key_train, repeats))
 
 
-def fresh_draws(stream, t, *, batch, L, d, n_loc=1):
+def fresh_draws(stream, t, *, batch, L, d, n_loc=1, dtype=jnp.float64):
     """The draws of step t of a training stream (:func:`slr.task.draws`; turn them into samples with
-    :func:`slr.task.assemble`). Traceable, no checks."""
-    return task.draws(jax.random.fold_in(stream, t), batch, L=L, d=d, H=n_loc)
+    :func:`slr.task.assemble`). The Gaussians are drawn in ``dtype`` and returned in float64 (float32 draws
+    are another stream, of the law up to float32 resolution). Traceable, no checks."""
+    Z, J, G, xi = task.draws(jax.random.fold_in(stream, t), batch, L=L, d=d, H=n_loc, dtype=dtype)
+    return Z.astype(jnp.float64), J, G.astype(jnp.float64), xi.astype(jnp.float64)
 
 
 def _loss(f, k, v, X, y, lam):
