@@ -1,7 +1,7 @@
 """The book's claims under other seeds: execute chapters with every named experiment on other random
 streams and list the claims that no longer hold.
 
-Usage: .venv/bin/python benchmarks/audit_seeds.py [--offset N] [chapter ...]
+Usage: .venv/bin/python benchmarks/audit_seeds.py [--offset N] [--keys] [chapter ...]
 
 Each chapter runs with ``SLR_SEED=N`` (default 1000: :func:`slr.experiments.seed_offset` adds it to the
 seed of every ``experiments.run``), ``SLR_CLAIMS_AUDIT=1`` (claims are recorded, never raised, so a
@@ -11,6 +11,12 @@ code calls it (:func:`uses_experiments`). Prints, per chapter, the claims record
 control passes), with their values, and the cells that raise (a chapter whose code assumes what one
 stream showed); exit status 1 if any fails or raises. A claim that fails here is not false:
 it is a claim whose check depends on the stream, which the chapter must say or change.
+
+``--keys`` re-rolls every chapter, not only those of ``experiments.run``: a first cell, added to the
+notebook in memory (the file is not changed), makes ``jax.random.key`` and ``jax.random.PRNGKey`` add N
+to every integer seed in that kernel (the chapter's literal keys and those made inside ``slr`` alike;
+an experiment's seed is then offset twice, still another stream). The default list is then every
+chapter.
 """
 from __future__ import annotations
 
@@ -36,9 +42,21 @@ def uses_experiments():
                    if c.cell_type == "code")]
 
 
+# The first cell of a chapter under --keys: every key made from an integer seed is made from seed + N.
+SHIFT_KEYS = """import os as _os, jax as _jax
+_off = int(_os.environ["SLR_SEED"])
+def _shift(make):
+    def made(seed, *args, **kwargs):
+        return make(seed + _off, *args, **kwargs)
+    return made
+_jax.random.key, _jax.random.PRNGKey = _shift(_jax.random.key), _shift(_jax.random.PRNGKey)
+"""
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--offset", type=int, default=1000, help="SLR_SEED: added to every experiment's seed")
+    ap.add_argument("--keys", action="store_true", help="offset every jax.random.key in every chapter")
     ap.add_argument("chapters", nargs="*")
     args = ap.parse_args()
     if args.offset < 1:
@@ -48,11 +66,14 @@ def main():
     os.environ.update(SLR_SEED=str(args.offset), SLR_CLAIMS_AUDIT="1", SLR_CACHE_DIR=str(work / "cache"),
                       SLR_CLAIMS_DIR=str(work / "claims"))
     failed = 0
-    for name in args.chapters or uses_experiments():
+    every = [p.stem for p in sorted((ROOT / "book").glob("*.ipynb"))]
+    for name in args.chapters or (every if args.keys else uses_experiments()):
         path = ROOT / "book" / f"{name}.ipynb"
         if not path.exists():
             raise ValueError(f"chapter must be a notebook of book/, got {name!r}")
         nb = nbformat.read(path, as_version=4)
+        if args.keys:
+            nb.cells.insert(0, nbformat.v4.new_code_cell(SHIFT_KEYS))
         NotebookClient(nb, timeout=1800, kernel_name="python3", allow_errors=True,
                        resources={"metadata": {"path": str(path.parent)}}).execute()
         errors = [(i, o["ename"], o["evalue"]) for i, c in enumerate(nb.cells) if c.cell_type == "code"

@@ -123,6 +123,30 @@ def test_seed_offset_shifts_every_seed(tmp_path, monkeypatch):
             E.run("fig7b", **kw)
 
 
+def test_audit_keys_cell_shifts_every_integer_seed(monkeypatch):
+    """benchmarks/audit_seeds.py --keys: its first cell makes jax.random.key(s) and PRNGKey(s) the keys of
+    s + SLR_SEED (also under jit, with a traced seed); control: other seeds give other keys. The patched
+    functions are restored after the test."""
+    import importlib.util
+
+    import jax
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "audit_seeds.py"
+    spec = importlib.util.spec_from_file_location("audit_seeds", path)
+    audit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(audit)
+    key, prng = jax.random.key, jax.random.PRNGKey
+    data = lambda k: np.asarray(jax.random.key_data(k))
+    monkeypatch.setattr(jax.random, "key", key)     # restored at teardown
+    monkeypatch.setattr(jax.random, "PRNGKey", prng)
+    monkeypatch.setenv("SLR_SEED", "7")
+    exec(audit.SHIFT_KEYS, {})
+    assert np.array_equal(data(jax.random.key(3)), data(key(10)))
+    assert np.array_equal(np.asarray(jax.random.PRNGKey(3)), np.asarray(prng(10)))
+    assert np.array_equal(data(jax.jit(jax.random.key)(3)), data(key(10)))
+    assert not np.array_equal(data(jax.random.key(3)), data(key(3)))   # control
+
+
 def test_open_small_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
     tm = E.run("open-temperature", lam0s=(0.1, 3.0), decays=(0.0,), horizon=2.0, repeats=2, n_logs=4)
