@@ -5,8 +5,8 @@ attention at the oracle as the sequence grows.
 - :func:`best_lambda`: the constant lam minimising the oracle risk (Theorem 1), by :func:`slr.tuning.erf_best`.
 - :class:`DiagMLPConfig`, :func:`diag_mlp_comparison`: the step size of each model chosen on tuning
   seeds from a grid, then both trained on the same fresh batches for ``seeds`` evaluation seeds (and the
-  tied MLP of exercise ``related_ex3`` on the first one); the runs vectorised a chunk at a time, every
-  chunk a task on one of the two cores.
+  tied MLP of exercise ``related_ex3`` on the first one); the runs made a chunk at a time, one compiled
+  call per chunk that runs them in turn (``jax.lax.map``), every chunk a task on one of the two cores.
 
 **Precision.** The Gaussian draws of the training batches are made in float32 (JAX's inverse-CDF
 normals, :data:`DRAWS`) and used in float64, like every other operation: at L = 20 the float64 draws
@@ -97,7 +97,9 @@ def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, 
     loss, as :func:`slr.sgd.train`) at step ``alpha`` and the diagonal MLP (Adam) at step ``lr``, both on
     the same fresh batch at every step (drawn once, in float32: module docstring, "Precision"). Returns
     the test mean squared errors at the logs, (N, T) twice, and the attention iterates there, (N, T, d)
-    twice. ``log_every`` is static: the step is compiled once (a traced chunk length adds a copy)."""
+    twice. ``log_every`` is static: the step is compiled once (a traced chunk length adds a copy). The
+    runs are made in turn (``jax.lax.map``), not vectorised: ``vmap`` over them was slower on the book's
+    2-core CPU (8 runs at L = 20: 6.4 s against 5.2 s)."""
     d = ks.shape[-1]
 
     def one(key_test, stream, k0, v0, params, ks, vs, alpha, lr):
@@ -125,7 +127,7 @@ def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, 
     return jax.lax.map(lambda a: one(*a), (key_test, stream, k0, v0, params, ks, vs, alpha, lr))
 
 
-def _keys(cfg, L, seed):
+def _keys(L, seed):
     """The keys of one run (seed, L): oracle, attention's start, the MLP's initialisation, training."""
     return jax.random.split(jax.random.key(seed * 1000 + L), 4)
 
@@ -136,7 +138,7 @@ def _call(cfg, L, lam, runs):
     attention iterates at the logs ``o`` (5, N, T), and the MLP's number of parameters ``n``."""
     rows = []
     for seed, _, _ in runs:
-        k_oracle, k_init, k_mlp, k_train = _keys(cfg, L, seed)
+        k_oracle, k_init, k_mlp, k_train = _keys(L, seed)
         ks, vs = task.sample_oracle(k_oracle, cfg.d)
         k0, v0 = (x[0, 0] for x in pgd.init_sphere(k_init, cfg.d, 1, H=1))
         key_test, streams = sgd.batch_keys(k_train, 1)
@@ -192,7 +194,7 @@ def _tied(cfg, L, seed, lr):
     """The tied MLP (:func:`slr.baselines.tied_mlp`) trained on the samples of the evaluation seed ``seed``
     at L (its oracle, batches and test batch, :func:`_call`) with Adam at step ``lr``: (test mean squared
     errors at the logs, number of parameters)."""
-    k_oracle, _, k_mlp, k_train = _keys(cfg, L, seed)
+    k_oracle, _, k_mlp, k_train = _keys(L, seed)
     ks, vs = task.sample_oracle(k_oracle, cfg.d)
     run = baselines.train_diag_mlp(k_train, k_mlp, ks, vs, L=L, gamma=cfg.gamma, eps=cfg.eps, width=cfg.width,
                                    lr=lr, steps=cfg.steps, batch=cfg.batch, n_test=cfg.n_test,

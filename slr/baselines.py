@@ -119,7 +119,11 @@ def train_diag_mlp(key, init_key, k_star, v_star, *, L, gamma, eps, width, lr, s
     check_positive("gamma", gamma)
     check_nonneg("eps", eps)
     check_positive("lr", lr)
-    if np.dtype(dtype) not in (np.float32, np.float64):
+    try:
+        known = np.dtype(dtype) in (np.float32, np.float64)
+    except TypeError:  # not a dtype at all
+        known = False
+    if not known:
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
     dtype = jnp.float32 if np.dtype(dtype) == np.float32 else jnp.float64
     params = (tied_mlp_init(init_key, d=d, width=width) if tied else

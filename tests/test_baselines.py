@@ -34,6 +34,8 @@ def test_train_diag_mlp_tied_learns():
     assert tied["excess_risk"][-1] < tied["excess_risk"][0]
     with pytest.raises(ValueError, match="dtype"):
         baselines.train_diag_mlp(jax.random.key(1), jax.random.key(2), ks, vs, dtype=np.int32, **run)
+    with pytest.raises(ValueError, match="dtype"):   # not a dtype at all: ValueError too, not TypeError
+        baselines.train_diag_mlp(jax.random.key(1), jax.random.key(2), ks, vs, dtype="no dtype", **run)
 
 
 def test_train_diag_mlp_float32_draws():
