@@ -51,8 +51,8 @@ class DiagMLPConfig:
     :func:`slr.sgd.train`) against the diagonal MLP of Appendix F (Adam, as
     :func:`slr.baselines.train_diag_mlp`), on the same fresh batches, at each L of ``Ls``. The pairs of the
     grids (``lrs_attention[i]``, ``lrs_mlp[i]``, the shorter grid padded with its last value) are trained on
-    ``tune_seeds`` tuning seeds (``tune_seed``, ``tune_seed + 1``, ...); each model's step size is the one of
-    the smallest mean final test error over them. Then ``seeds`` evaluation seeds are run with it. The
+    ``tune_seeds`` tuning seeds (``seed + tune_seed``, ``seed + tune_seed + 1``, ...: :func:`_tune_runs`);
+    each model's step size is the one of the smallest mean final test error over them. Then ``seeds`` evaluation seeds are run with it. The
     runs are made ``chunk`` at a time, one compiled call per chunk (a task on one of the two threads).
     At each L of ``tied_Ls`` (a subset of ``Ls``) the tied MLP (Deep Sets, exercise ``related_ex3``) is
     also trained on the first evaluation seed's samples with the diagonal MLP's tuned step."""
@@ -156,12 +156,15 @@ def _call(cfg, L, lam, runs):
             "n": baselines.n_params(rows[0][4])}
 
 
-def _tune_runs(cfg):
+def _tune_runs(cfg, seed=0):
     """The tuning runs ``[(seed, alpha, lr)]``: every pair of the grids (``lrs_attention[i]``, ``lrs_mlp[i]``,
-    the shorter grid padded with its last value) on each tuning seed, seed by seed."""
+    the shorter grid padded with its last value) on each tuning seed, seed by seed. The tuning seeds are
+    ``seed + tune_seed``, ``seed + tune_seed + 1``, ...: relative to the experiment's ``seed``, so that under
+    another seed (``SLR_SEED``) they move with the evaluation seeds and never coincide with them (absolute,
+    they did: evaluation seeds 1000, 1001 under ``SLR_SEED=1000`` were the tuning runs themselves)."""
     A, M = len(cfg.lrs_attention), len(cfg.lrs_mlp)
     pairs = [(cfg.lrs_attention[min(i, A - 1)], cfg.lrs_mlp[min(i, M - 1)]) for i in range(max(A, M))]
-    return [(cfg.tune_seed + j, a, m) for j in range(cfg.tune_seeds) for a, m in pairs]
+    return [(seed + cfg.tune_seed + j, a, m) for j in range(cfg.tune_seeds) for a, m in pairs]
 
 
 def _pick(cfg, att, mlp):
@@ -231,7 +234,7 @@ def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
     Ls = sorted(cfg.Ls, reverse=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
         call = lambda L, runs: pool.submit(_call, cfg, L, best[L][0], runs)
-        parts = {L: _chunks(cfg, _tune_runs(cfg)) for L in Ls}
+        parts = {L: _chunks(cfg, _tune_runs(cfg, seed)) for L in Ls}
         tune = {L: [(call(L, parts[L][0][0]), parts[L][0][1])] for L in Ls}
         for L in Ls:
             tune[L] += [(call(L, c), n) for c, n in parts[L][1:]]

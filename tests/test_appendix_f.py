@@ -66,7 +66,7 @@ def test_comparison_runs_are_the_runs_alone():
     out = AF.diag_mlp_comparison(cfg, 5)
     for i, L in enumerate(cfg.Ls):
         lam = AF.best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps)[0]
-        tune = [AF._call(cfg, L, lam, [r]) for r in AF._tune_runs(cfg)]
+        tune = [AF._call(cfg, L, lam, [r]) for r in AF._tune_runs(cfg, 5)]
         lrs = AF._pick(cfg, [t["att"][0, -1] for t in tune], [t["mlp"][0, -1] for t in tune])
         assert (out["lr_att"][i], out["lr_mlp"][i]) == lrs
         for s in range(cfg.seeds):
@@ -97,6 +97,12 @@ def test_tuning_picks_each_models_best_mean_step_of_its_grid():
     mlp = [1.0, 5.0, 0.5, 1.0, 0.5, 2.0]     # means 1.0, 2.75, 1.25: the first, though seed 7 prefers 1e-1
     assert AF._pick(cfg, att, mlp) == (0.3, 1e-3)
     assert AF._pick(cfg, att[:3] + [1.0, 9.0, 9.0], mlp) == (0.01, 1e-3)  # control: the means decide
+    # the tuning seeds move with the experiment's seed, away from its evaluation seeds (seed, ..., seed + 15)
+    assert [r[0] for r in AF._tune_runs(cfg, 1000)] == [1007] * 3 + [1008] * 3
+    ev = set(range(1000, 1000 + AF.DiagMLPConfig().seeds))   # the evaluation seeds under SLR_SEED=1000
+    assert not ev & {r[0] for r in AF._tune_runs(AF.DiagMLPConfig(), 1000)}
+    assert {r[0] for r in AF._tune_runs(AF.DiagMLPConfig(), 0)} == {1000, 1001}  # seed 0: as before
+    assert ev & {r[0] for r in AF._tune_runs(AF.DiagMLPConfig(), 0)}  # control: absolute seeds overlap them
 
 
 def test_joint_training_is_each_model_trained_alone():
