@@ -9,7 +9,7 @@ test batch, that :func:`slr.sgd.train` draws for one run from the same key (:fun
 position shares one block (a Deep Sets network, :func:`tied_mlp`): the exercise ``related_ex3``.
 
 :func:`train_activations` trains attention with other activations than erf beside softmax (the
-chapter ``book/beyond_activations.ipynb``), keeping four overlaps of every run: one compiled program
+chapter ``book/beyond_activations.ipynb``), keeping the five overlaps of every run: one compiled program
 for all the activations, whose runs read the same draws at each step.
 """
 from __future__ import annotations
@@ -161,7 +161,8 @@ def _side_by_side(key_test, keys, k0, v0, ks, vs, lams, alpha, gamma, eps, *, fs
     Xt, yt, _ = task.assemble(task.draws(key_test, n_test, L=L, d=d), ks[None], vs[None], gamma=gamma, eps=eps)
     loss = lambda f, lam: jax.vmap(jax.vmap(lambda k, v: jnp.mean(jnp.square(yt - f(Xt, k, v, lam)))))
     excess = jnp.stack([loss(f, lams[i])(K[:, :, i], V[:, :, i]) for i, f in enumerate(fs)]) - eps ** 2
-    return jnp.stack([K @ ks, V @ vs, V @ ks, K @ vs]), excess  # (4, R, T, A), (A, R, T)
+    rho = jnp.sum(K * V, axis=-1)
+    return jnp.stack([K @ ks, V @ vs, V @ ks, K @ vs, rho]), excess  # (5, R, T, A), (A, R, T)
 
 
 @cache.memoized
@@ -173,8 +174,8 @@ def train_activations(names, lams, *, d: int, L: int, gamma: float, eps: float, 
     draws shared by the predictors: the numbers of separate ``sgd.train`` calls), from the same ``repeats``
     uniform starts (:func:`slr.pgd.init_sphere`) and the same training keys, on the oracle
     ``task.sample_oracle(key(seed), d)``. Returns ``step`` (T,) and per name the overlaps
-    ``<name>_kappa``, ``_nu``, ``_theta``, ``_eta`` (repeats, T) (:mod:`slr.overlaps`: <k, k*>,
-    <v, v*>, <v, k*>, <k, v*>) and ``<name>_excess`` (repeats, T) the excess risk on one test batch
+    ``<name>_kappa``, ``_nu``, ``_theta``, ``_eta``, ``_rho`` (repeats, T) (:mod:`slr.overlaps`: <k, k*>,
+    <v, v*>, <v, k*>, <k, v*>, <k, v>) and ``<name>_excess`` (repeats, T) the excess risk on one test batch
     of ``n_test`` sequences (the same for every run and predictor)."""
     if len(names) != len(lams):
         raise ValueError(f"names and lams must have the same length, got {len(names)} and {len(lams)}")
@@ -194,7 +195,7 @@ def train_activations(names, lams, *, d: int, L: int, gamma: float, eps: float, 
                            rem=rem, batch=check_int("batch", batch), n_test=check_int("n_test", n_test), L=int(L))
     out = {"step": _loop.log_steps(steps, log_every)}
     for i, name in enumerate(names):
-        for j, f in enumerate(("kappa", "nu", "theta", "eta")):
+        for j, f in enumerate(("kappa", "nu", "theta", "eta", "rho")):
             out[f"{name}_{f}"] = np.asarray(ov[j, :, :, i])
         out[f"{name}_excess"] = np.asarray(ex[i])
     return out

@@ -53,3 +53,30 @@ def test_train_diag_mlp_float32_draws():
     assert not np.array_equal(f32["excess_risk"][1:], f64["excess_risk"][1:])  # other batches
     for r in (f32, f64):
         assert r["excess_risk"][-1] < 0.5 * r["excess_risk"][0]
+
+
+def test_train_activations_logs_the_five_overlaps():
+    """The five overlaps of every run are logged, <k, v> (rho) included: at step 0 they are those of the
+    uniform starts, and at every step they are the Gram entries of unit vectors (k*, v*, k, v), a
+    positive semidefinite matrix; a run's rho is not one of the four overlaps with the oracle."""
+    names, d, R, seed = ("erf", "relu"), 6, 3, 4
+    out = baselines.train_activations(names, [0.5, 0.3], d=d, L=3, gamma=math.sqrt(0.5), eps=0.1,
+                                      alpha=0.05, steps=20, batch=8, repeats=R, log_every=10, seed=seed,
+                                      n_test=50, use_cache=False)
+    ks, vs = task.sample_oracle(jax.random.key(seed), d)
+    k0, v0 = (np.asarray(a[:, 0]) for a in pgd.init_sphere(jax.random.key(seed + 1), d, R, H=1))
+    want = {"kappa": k0 @ ks, "nu": v0 @ vs, "theta": v0 @ ks, "eta": k0 @ vs, "rho": np.sum(k0 * v0, -1)}
+    for name in names:
+        for o, w in want.items():
+            assert out[f"{name}_{o}"].shape == (R, 3)
+            np.testing.assert_allclose(out[f"{name}_{o}"][:, 0], w, atol=1e-12)
+        kap, nu, th, eta, rho = (out[f"{name}_{o}"] for o in ("kappa", "nu", "theta", "eta", "rho"))
+        one, zero = np.ones_like(kap), np.zeros_like(kap)
+        G = np.stack([np.stack(r, -1) for r in ([one, zero, kap, th], [zero, one, eta, nu],
+                                                [kap, eta, one, rho], [th, nu, rho, one])], -2)
+        assert np.linalg.eigvalsh(G).min() > -1e-9       # (runs, steps, 4, 4): a Gram matrix
+        assert not np.allclose(rho[:, 1:], kap[:, 1:] * th[:, 1:] + eta[:, 1:] * nu[:, 1:])  # not in span
+    # control: rho replaced by a value no unit vectors realise breaks the Gram matrix
+    bad = G.copy()
+    bad[..., 2, 3] = bad[..., 3, 2] = -np.sign(kap * th + eta * nu + 1e-3)
+    assert np.linalg.eigvalsh(bad).min() < -1e-3
