@@ -76,12 +76,14 @@ def main():
             nb.cells.insert(0, nbformat.v4.new_code_cell(SHIFT_KEYS))
         NotebookClient(nb, timeout=1800, kernel_name="python3", allow_errors=True,
                        resources={"metadata": {"path": str(path.parent)}}).execute()
-        errors = [(i, o["ename"], o["evalue"]) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+        first = 1 if args.keys else 0   # the inserted cell: report the notebook's own cell numbers
+        errors = [(i - first, o["ename"], o["evalue"]) for i, c in enumerate(nb.cells) if c.cell_type == "code"
                   for o in c.get("outputs", []) if o.get("output_type") == "error"]
         records = json.loads((work / "claims" / f"{name}.json").read_text())
         bad = [r for r in records if not (r["holds"] and r["control_fails"])]
         failed += len(bad) + len(errors)
-        print(f"{name}: {len(records)} claims, {len(bad)} fail under SLR_SEED={args.offset}; "
+        mode = f"SLR_SEED={args.offset}" + (f" and every key + {args.offset} (--keys)" if args.keys else "")
+        print(f"{name}: {len(records)} claims, {len(bad)} fail under {mode}; "
               f"{len(errors)} cells raise", flush=True)
         for i, ename, evalue in errors[:3]:  # the first ones: the later ones often follow from them
             print(f"  - cell {i} raises {ename}: {evalue[:150]}", flush=True)
