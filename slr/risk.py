@@ -11,6 +11,8 @@
 - :func:`linear_risk`, :func:`linear_weights`: the optimal linear predictor (Proposition 3);
   :func:`affine_risk`: the exact risk of any affine predictor.
 - :func:`linear_attention_risk`, :func:`linear_attention_best`: linear attention at the oracle.
+- :func:`softmax_excess_bound`, :func:`softmax_excess`: softmax attention at the oracle, a closed-form
+  bound on its excess risk and the excess by importance sampling.
 
 Monte Carlo estimates of any risk are in :mod:`slr.montecarlo`.
 
@@ -21,6 +23,7 @@ and phi, zeta and their derivatives are the Gaussian-erf integrals of :mod:`slr.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +36,8 @@ from slr.overlaps import overlaps  # noqa: F401  (risk_at; risk.overlaps kept im
 
 __all__ = ["risk", "risk_at", "oracle_risk", "excess_risk", "null_risk", "linear_risk",
            "linear_weights", "affine_risk", "linear_attention_risk", "linear_attention_best", "closed_form",
-           "manifold_risk", "oracle_signal_part", "closed_form_expanded"]
+           "manifold_risk", "oracle_signal_part", "closed_form_expanded", "softmax_excess_bound",
+           "softmax_excess", "SoftmaxExcess"]
 
 
 def _as_float_array(name, val, accepted):
@@ -239,6 +243,104 @@ def linear_attention_best(*, gamma, d, L, eps=0.0):
     c2, g2 = np.asarray(d, dtype=float) / 2, np.asarray(gamma, dtype=float) ** 2
     den = g2 * c2 + g2 ** 2 + L - 1
     return g2 * np.sqrt(c2) / den, eps ** 2 + g2 - g2 ** 2 * c2 / den
+
+
+class SoftmaxExcess(NamedTuple):
+    """:func:`softmax_excess`'s result: the bound U, the excess, its standard error, the rare share."""
+    bound: float
+    excess: float
+    se: float
+    rare_share: float
+
+
+def _softmax_terms(lam, gamma, d, L):
+    """The two terms of U (coefficients and tilts, see :func:`softmax_excess_bound`): each is
+    E[exp(a linear form of the scores)], whose exponential tilt shifts s_J0 by -2 lam gamma^2 and the
+    first noise score by 2 lam (one token) or the first two by lam (two tokens)."""
+    mu, g2 = math.sqrt(d / 2), gamma ** 2
+    log_e0 = -2 * lam * mu + 2 * lam ** 2 * g2                         # log E exp(-2 lam s_J0)
+    shifts = ([2 * lam], [lam, lam])
+    try:
+        e0 = math.exp(log_e0)
+        coefs = ((1 + g2) * (L - 1) * math.exp(2 * lam ** 2) * e0,
+                 g2 * (L - 1) * (L - 2) * math.exp(lam ** 2) * e0)
+        if e0 > 0.0 and all(math.isfinite(c) for c in coefs):
+            return list(zip(coefs, shifts))
+    except OverflowError:
+        pass
+    # exp(2 lam^2) overflows or e0 underflows (far outside the book's range): the products in logs
+    logs = (log_e0 + 2 * lam ** 2 + math.log((1 + g2) * (L - 1)),
+            log_e0 + lam ** 2 + math.log(g2 * (L - 1) * (L - 2)) if L > 2 else -math.inf)
+    return [(math.exp(x) if x < 709.0 else math.inf, sh) for x, sh in zip(logs, shifts)]
+
+
+def _check_softmax(lam, gamma, d, L, L_min):
+    check_positive("lam", lam)
+    check_positive("gamma", gamma)
+    check_positive("d", d)
+    if isinstance(d, (bool, np.bool_)) or d < 1:
+        raise ValueError(f"d must be a finite number >= 1, got {d!r}")
+    return float(lam), float(gamma), float(d), check_int("L", L, lo=L_min)
+
+
+def softmax_excess_bound(*, lam, gamma, d, L):
+    """The closed-form upper bound U on the excess risk of softmax attention at the oracle (no label
+    noise: the risk minus eps^2) with inverse temperature ``lam``:
+
+        U = e^{-2 lam sqrt(d/2) + 2 lam^2 gamma^2} [(1 + gamma^2)(L - 1) e^{2 lam^2}
+                                                   + gamma^2 (L - 1)(L - 2) e^{lam^2}].
+
+    Derivation. At the oracle the scores s_l = X_l^T k* are s_J0 ~ N(sqrt(d/2), gamma^2) and N(0, 1)
+    otherwise; with R = sum_{l != J0} e^{lam (s_l - s_J0)}, integrating out the v*-coordinates gives
+    the excess E[(gamma^2 R^2 + sum_{l != J0} e^{2 lam (s_l - s_J0)}) / (1 + R)^2]. Dropping the
+    denominator and using E e^{-2 lam s_J0} = e^{-2 lam sqrt(d/2) + 2 lam^2 gamma^2}, E e^{2 lam s_l}
+    = e^{2 lam^2}, E e^{lam s_l} = e^{lam^2 / 2} gives U. It is tight when R is small (lam sqrt(d/2)
+    well above log L + lam^2 / 2) and loose otherwise; :func:`softmax_excess` estimates the excess.
+
+    Scalars only: lam, gamma > 0, d >= 1 (it enters only via sqrt(d/2)), L an integer >= 1 (U = 0
+    at L = 1). Returns a float (inf where U exceeds the largest float)."""
+    lam, gamma, d, L = _check_softmax(lam, gamma, d, L, 1)
+    if L == 1:
+        return 0.0
+    return sum(c for c, _ in _softmax_terms(lam, gamma, d, L))
+
+
+def softmax_excess(*, lam, gamma, d, L, n: int = 10_000, seed: int = 0) -> SoftmaxExcess:
+    """Softmax attention at the oracle, no label noise: the bound U of :func:`softmax_excess_bound`,
+    the excess risk itself by importance sampling with its standard error, and the share of the
+    excess that comes from the rare draws in which s_J0 falls more than 2 lam gamma^2 below its mean
+    and a noise score exceeds 2 lam (the draws that plain Monte Carlo misses when the loss is
+    heavy-tailed).
+
+    Each term of U is E[F] for F an exponential of the scores; the same expectation with the factor
+    (1 + R)^{-2} is that term times E~(1 + R)^{-2} under the exponentially tilted law (s_J0 lowered by
+    2 lam gamma^2, one noise score raised by 2 lam, or two by lam). The factor is the mean of a
+    variable in [0, 1], estimated from ``n`` draws per tilted law (``numpy.random.default_rng(seed)``;
+    the L - 1 noise scores are exchangeable, so the raised ones are the first). The standard error
+    is that of these two means; the estimate never exceeds U.
+
+    Scalars only: lam, gamma > 0, d >= 1, L an integer >= 2, n an integer >= 2, seed an integer >= 0;
+    lam must keep U finite (else ValueError). Returns :class:`SoftmaxExcess` (bound, excess, se,
+    rare_share), a tuple of floats."""
+    lam, gamma, d, L = _check_softmax(lam, gamma, d, L, 2)
+    n, seed = check_int("n", n, lo=2), check_int("seed", seed, lo=0)
+    mu, g2, rng = math.sqrt(d / 2), gamma ** 2, np.random.default_rng(seed)
+    terms = _softmax_terms(lam, gamma, d, L)
+    if not all(math.isfinite(c) for c, _ in terms):
+        raise ValueError(f"lam must be small enough for the bound U to be finite, got lam={lam!r} "
+                         f"(d={d!r}, L={L!r}): U overflows")
+    exact, var, rare = 0.0, 0.0, 0.0
+    for coef, shift in terms:                                          # the tilted laws
+        s0 = rng.normal(mu - 2 * lam * g2, gamma, n)
+        s = rng.normal(0.0, 1.0, (n, L - 1))
+        s[:, :len(shift)] += shift[:L - 1]
+        with np.errstate(over="ignore"):                               # overflow: h = 0
+            h = (1 + np.exp(lam * (s - s0[:, None])).sum(1)) ** -2.0  # in [0, 1]
+        far = (s0 < mu - 2 * lam * g2) & (s.max(1) > 2 * lam)
+        exact, var, rare = (exact + coef * h.mean(), var + coef ** 2 * h.var() / n,
+                            rare + coef * (h * far).mean())
+    share = rare / exact if exact > 0 else 0.0
+    return SoftmaxExcess(float(sum(c for c, _ in terms)), float(exact), math.sqrt(var), float(share))
 
 
 def manifold_risk(kappa, nu, *, lam, gamma, d, L, eps=0.0):
