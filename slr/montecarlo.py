@@ -35,7 +35,8 @@ from slr._validate import (check_int, check_key, check_nonneg, check_positive, c
                            check_unit_rows)
 from slr.predictors import get_predictor
 
-__all__ = ["risk", "squared_errors", "mean_se", "frame", "risk_at_overlaps", "least_squares"]
+__all__ = ["risk", "squared_errors", "mean_se", "frame", "risk_at_overlaps", "least_squares",
+           "sandwich_cov"]
 
 
 def frame(vectors, reduce: bool = True):
@@ -192,8 +193,9 @@ def least_squares(seed: int, k_star, v_star, *, L: int, gamma, eps=0.0, p=None, 
     """Ordinary least squares of Y on the stacked tokens (L d coefficients, no intercept), fitted on
     ``n_train`` sequences of SLR drawn with ``jax.random.key(seed)`` and tested on ``n_test`` fresh ones
     (``key(seed + 1)``). Returns ``(W, W_se, mse, se)``: the weights (L, d), their standard errors
-    (residual variance times the diagonal of the inverse Gram matrix), the test mean squared error and
-    its standard error. Compare with :func:`slr.risk.linear_weights` and :func:`slr.risk.linear_risk`."""
+    (residual variance times the diagonal of the inverse Gram matrix; :func:`sandwich_cov` gives the
+    heteroscedasticity-robust ones), the test mean squared error and its standard error. Compare with
+    :func:`slr.risk.linear_weights` and :func:`slr.risk.linear_risk`."""
     d = np.shape(k_star)[-1]
     X, y, _ = task.sample(jax.random.key(seed), n_train, k_star, v_star, L=L, gamma=gamma, eps=eps, p=p)
     X, y = np.asarray(X).reshape(n_train, -1), np.asarray(y)
@@ -205,3 +207,21 @@ def least_squares(seed: int, k_star, v_star, *, L: int, gamma, eps=0.0, p=None, 
                             p=p)
     err = (np.asarray(yt) - np.einsum("nld,ld->n", np.asarray(Xt), W)) ** 2
     return W, W_se, err.mean(), err.std(ddof=1) / np.sqrt(n_test)
+
+
+def sandwich_cov(X, residuals):
+    """Heteroscedasticity-robust (HC0, sandwich) covariance of least-squares weights fitted on the design
+    ``X`` (n, p) with the given ``residuals`` (n,): ``(X^T X)^-1 X^T diag(e^2) X (X^T X)^-1``. Unlike
+    the textbook ``s^2 (X^T X)^-1`` it does not assume a constant residual variance: in SLR the linear
+    predictor errs more on some sequences than on others. The square roots of its diagonal are the
+    weights' standard errors (:func:`least_squares` returns the textbook ones)."""
+    X, e = np.asarray(X, dtype=float), np.asarray(residuals, dtype=float)
+    if X.ndim != 2 or X.shape[0] <= X.shape[1]:
+        raise ValueError(f"X must be a 2-D design (n, p) with n > p, got shape {X.shape}")
+    if e.shape != X.shape[:1]:
+        raise ValueError(f"residuals must have shape ({X.shape[0]},) like the rows of X, got {e.shape}")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(e))):
+        raise ValueError("X and residuals must be finite")
+    bread = np.linalg.inv(X.T @ X)
+    Xe = X * e[:, None]
+    return bread @ (Xe.T @ Xe) @ bread

@@ -179,3 +179,40 @@ def test_draws_compiled_once_for_every_predictor_and_grid():
                 predictor="relu", **args)
     assert mc._draws._cache_size() == before
     np.testing.assert_allclose(b[0][0, 0], a[0], rtol=1e-14)
+
+
+def test_sandwich_cov_against_the_closed_form_and_a_simulation():
+    # y = e on two independent N(0, 1) features (true weights 0). Homoscedastic e = z: the HC0
+    # variance of each weight is 1/n, the textbook one's value. Heteroscedastic e = x1 z: HC0 gives
+    # E[x1^4] / n = 3/n for the first weight and 1/n for the second, while the textbook formula,
+    # s^2 (X^T X)^-1, still gives 1/n for both (the control: it misses the factor sqrt 3).
+    rng = np.random.default_rng(0)
+    n = 20_000
+    X, z = rng.standard_normal((n, 2)), rng.standard_normal(n)
+    for e, want in [(z, [1.0, 1.0]), (X[:, 0] * z, [math.sqrt(3), 1.0])]:
+        W = np.linalg.solve(X.T @ X, X.T @ e)
+        r = e - X @ W
+        se = np.sqrt(np.diag(MC.sandwich_cov(X, r))) * math.sqrt(n)
+        textbook = np.sqrt(np.mean(r ** 2) * np.diag(np.linalg.inv(X.T @ X))) * math.sqrt(n)
+        np.testing.assert_allclose(se, want, rtol=0.1)
+        np.testing.assert_allclose(textbook, [1.0, 1.0], rtol=0.1)
+    assert abs(textbook[0] / math.sqrt(3) - 1) > 0.3            # the control fails
+    # a simulation: the spread of the first weight over 400 heteroscedastic fits (n = 1000) is the
+    # mean HC0 standard error, not the textbook one
+    W1, se1 = [], []
+    for _ in range(400):
+        X, z = rng.standard_normal((1000, 2)), rng.standard_normal(1000)
+        e = X[:, 0] * z
+        W = np.linalg.solve(X.T @ X, X.T @ e)
+        W1.append(W[0])
+        se1.append(math.sqrt(MC.sandwich_cov(X, e - X @ W)[0, 0]))
+    assert abs(np.std(W1) / np.mean(se1) - 1) < 0.12
+    assert abs(np.std(W1) * math.sqrt(1000 / 3) - 1) < 0.12
+
+
+@pytest.mark.parametrize("X,e,match", [(np.ones(5), np.ones(5), "X"), (np.ones((2, 3)), np.ones(2), "X"),
+                                       (np.ones((5, 2)), np.ones(4), "residuals"),
+                                       (np.ones((5, 2)), np.array([1, 1, np.nan, 1, 1]), "finite")])
+def test_sandwich_cov_validation(X, e, match):
+    with pytest.raises(ValueError, match=match):
+        MC.sandwich_cov(X, e)
