@@ -10,7 +10,8 @@ Chapter ``book/probe.ipynb`` (Figure 1(b) and Appendix E.1 of the paper). Three 
    :func:`slr.encoder.cls_states` returns the hidden state of [CLS] at every layer,
    ``(n, num_layers + 1, width)``, memoised on disk by :func:`cached_cls_states` (both re-exported here).
 3. :func:`probe_accuracies`: one logistic regression per layer fitted on the train set, its accuracy on
-   every set, ``(num_layers + 1, num_sets)``; :func:`cached_probe_accuracies` memoises steps 2 and 3.
+   every set, ``(num_layers + 1, num_sets)``; :func:`cached_probe_accuracies` memoises steps 2 and 3,
+   :func:`probe_fit` the fit with its predictions on given states and labels (e.g. shuffled ones).
 
 The encoders it can load are listed in :mod:`slr.encoder`.
 """
@@ -33,7 +34,8 @@ from .sentences import (SENTIMENT, SENTIMENT_OOD, SET_NAMES, SET_SIZES, TEMPLATE
 __all__ = ["SENTIMENT", "SENTIMENT_OOD", "TRAIN_WORDS", "TEST_WORDS", "TEMPLATES", "SET_NAMES", "SET_SIZES",
            "SentenceSet", "build", "sentence_sets", "DEFAULT_ENCODER", "minilm_dir", "resolve_encoder",
            "encoder_fingerprint", "load_encoder", "cls_states", "cached_cls_states", "probe_accuracies",
-           "cached_probe_accuracies", "random_direction_aucs", "ProbeConfig", "layer_accuracies", "encoder_inputs"]
+           "probe_fit", "cached_probe_accuracies", "random_direction_aucs", "ProbeConfig", "layer_accuracies",
+           "encoder_inputs"]
 
 
 # --- The [CLS] states, memoised ------------------------------------------------------------------
@@ -70,7 +72,8 @@ def cached_probe_accuracies(sets: Mapping[str, SentenceSet], encoder: str | os.P
 
 # --- The probe -----------------------------------------------------------------------------------
 def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray], *,
-                     train: str = "train", C: float = 1.0, max_iter: int = 2000) -> dict[str, np.ndarray]:
+                     train: str = "train", C: float = 1.0, max_iter: int = 2000, layers=None,
+                     decisions: bool = False) -> dict[str, np.ndarray]:
     """One logistic regression per layer on the [CLS] states of ``train``; its accuracy on every set.
 
     Features are standardised with the mean and standard deviation of the train set (a constant
@@ -82,6 +85,12 @@ def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.n
     "converged": (num_layers + 1,)}``, rows = layers, columns in the order of ``states``.
     The AUC of the probe's decision values ignores its threshold: it measures whether the direction
     still ranks the sentences where a shifted threshold puts them all in one class.
+
+    ``layers`` (default: all) fits the probe at these layers only; the rows then follow ``layers``
+    and a key ``"layers"`` gives them. The training labels are ``labels[train]``, whatever they are
+    (a shuffled copy fits the shuffled-label control). ``decisions=True`` also returns, for every
+    set ``n``, ``"predicted_" + n`` and ``"decision_" + n``, ``(len(layers), len(states[n]))``: the
+    probe's classes and decision values for each sentence (:func:`probe_fit` memoises them).
     """
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
@@ -93,23 +102,53 @@ def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.n
     if train not in states:
         raise ValueError(f"train={train!r} is not one of the sets {list(states)}")
     names = list(states)
-    n_layers = states[train].shape[1]
+    n_all = states[train].shape[1]
+    fit_layers = list(range(n_all)) if layers is None else [
+        _validate.check_int("layers", layer, 0, n_all - 1) for layer in layers]
+    if not fit_layers:
+        raise ValueError("layers must name at least one layer")
+    n_layers = len(fit_layers)
     acc, auc = np.zeros((2, n_layers, len(names)))
     converged = np.zeros(n_layers, dtype=bool)
+    predicted = {n: np.zeros((n_layers, len(states[n])), dtype=np.asarray(labels[train]).dtype)
+                 for n in names} if decisions else {}
+    decision = {n: np.zeros((n_layers, len(states[n]))) for n in names} if decisions else {}
     with one_blas_thread():
-        for layer in range(n_layers):
+        for row, layer in enumerate(fit_layers):
             x_train = states[train][:, layer, :].astype(np.float64)
             scaler = StandardScaler().fit(x_train)
             clf = LogisticRegression(C=C, max_iter=max_iter)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
                 clf.fit(scaler.transform(x_train), labels[train])
-            converged[layer] = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+            converged[row] = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
             for j, n in enumerate(names):
                 x = scaler.transform(states[n][:, layer, :].astype(np.float64))
-                acc[layer, j] = np.mean(clf.predict(x) == labels[n])
-                auc[layer, j] = roc_auc_score(labels[n], clf.decision_function(x))
-    return {"accuracy": acc, "auc": auc, "sets": np.asarray(names), "converged": converged}
+                pred, score = clf.predict(x), clf.decision_function(x)
+                acc[row, j] = np.mean(pred == labels[n])
+                auc[row, j] = roc_auc_score(labels[n], score)
+                if decisions:
+                    predicted[n][row], decision[n][row] = pred, score
+    out = {"accuracy": acc, "auc": auc, "sets": np.asarray(names), "converged": converged}
+    if layers is not None:
+        out["layers"] = np.asarray(fit_layers)
+    out.update({f"predicted_{n}": p for n, p in predicted.items()})
+    out.update({f"decision_{n}": d for n, d in decision.items()})
+    return out
+
+
+@cache.memoized(modules=("probe",))
+def probe_fit(states: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray], *,
+              train: str = "train", C: float = 1.0, max_iter: int = 2000,
+              layers=None) -> dict[str, np.ndarray]:
+    """:func:`probe_accuracies` with ``decisions=True`` and ``"layers"`` always given, memoised on disk
+    (:func:`slr.cache.memoized`) on *all* its inputs: every array of ``states`` and ``labels`` by its
+    bytes (so another shuffle of the training labels is another result), ``train``, ``C``,
+    ``max_iter``, ``layers`` and the code. Takes one more keyword, ``use_cache``."""
+    n_all = states[train].shape[1]
+    layers = list(range(n_all)) if layers is None else layers
+    return probe_accuracies(states, labels, train=train, C=C, max_iter=max_iter, layers=layers,
+                            decisions=True)
 
 
 def random_direction_aucs(states: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray], pairs, *,

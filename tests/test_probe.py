@@ -315,3 +315,43 @@ def test_random_direction_aucs_are_roc_aucs_of_random_directions():
             probe.random_direction_aucs(states, labels, bad)
     with pytest.raises(ValueError, match="labels"):
         probe.random_direction_aucs(states, {**labels, "test": np.ones(100)}, [(0, "test")])
+
+
+def test_probe_fit_is_the_probe_at_given_layers_memoised_on_its_labels(tmp_path, monkeypatch):
+    """probe_fit: probe_accuracies at the given layers (rows bit for bit those of the full fit), with
+    each sentence's class and decision value, memoised on all its inputs: a second call reads the
+    cache, a shuffle of the training labels (the chapter's control) is another result."""
+    monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SLR_CACHE", "1")
+    rng = np.random.default_rng(2)
+    n, d = 300, 5
+    y = np.repeat([-1, 1], n // 2)
+    x = rng.normal(size=(n, 3, d))
+    x[:, 2, 0] += 2 * y
+    states, labels = {"train": x, "test": x[::2]}, {"train": y, "test": y[::2]}
+    full = probe.probe_accuracies(states, labels)
+    assert "layers" not in full and "decision_test" not in full     # the default output is unchanged
+    calls = CountingLoader(probe.probe_accuracies)
+    monkeypatch.setattr(probe, "probe_accuracies", calls)
+    fit = probe.probe_fit(states, labels, layers=[2, 0])
+    assert list(fit["layers"]) == [2, 0] and fit["accuracy"].shape == (2, 2)
+    for k in ("accuracy", "auc", "converged"):
+        np.testing.assert_array_equal(fit[k], full[k][[2, 0]])
+    for name in states:
+        assert fit[f"decision_{name}"].shape == fit[f"predicted_{name}"].shape == (2, len(states[name]))
+        np.testing.assert_array_equal(fit[f"predicted_{name}"], np.where(fit[f"decision_{name}"] > 0, 1, -1))
+        np.testing.assert_array_equal(np.mean(fit[f"predicted_{name}"] == labels[name], axis=1),
+                                      fit["accuracy"][:, list(states).index(name)])
+    again = probe.probe_fit(states, labels, layers=[2, 0])
+    assert len(calls) == 1, "the second call must come from the cache"
+    for k in fit:
+        np.testing.assert_array_equal(again[k], fit[k])
+    shuffled = {**labels, "train": rng.permutation(y)}
+    control = probe.probe_fit(states, shuffled, layers=[2, 0])
+    assert len(calls) == 2, "other training labels are another result"
+    assert not np.array_equal(control["decision_test"], fit["decision_test"])
+    assert control["accuracy"][0, 0] < 0.7 < fit["accuracy"][0, 0]    # layer 2, scored on its own labels
+    assert np.array_equal(probe.probe_fit(states, labels)["layers"], [0, 1, 2]) and len(calls) == 3
+    for bad in ([3], [-1], []):
+        with pytest.raises(ValueError, match="layers"):
+            probe.probe_accuracies(states, labels, layers=bad)
