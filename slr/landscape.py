@@ -19,7 +19,8 @@ a quadratic in theta minimised at theta* = gamma^2 lam phi1(0; b) / (r zeta0(b))
 - :func:`random_overlaps`: overlaps of independent uniform k, v in R^dim (starts of a global search);
   :func:`global_minimum`: a multi-start search of the minimum of R_lam on the product of spheres;
   :func:`pgd_search`: the same search by exact PGD (Definition 1) from many starts.
-- :func:`classify`: the kind of an end point (oracle, role-swapped, other) by a rule on all five overlaps.
+- :func:`classify`: the kind of an end point (oracle, role-swapped, other) by a rule on all five overlaps;
+  :func:`swap_deviation`: how far a point is from the role-swapped point, overlap by overlap.
 - :func:`transverse_hessian`: the Hessian of R_lam in the two directions that leave M at first order
   at a corner (+-1, +-1) of M (rotate k towards v*, v towards k*): the transversal stability of M.
 """
@@ -42,7 +43,7 @@ from slr.risk import closed_form
 
 __all__ = ["swap_theta", "swap_theta_linear", "swap_risk", "swap_risk_linear", "crossover",
            "riemannian_derivatives", "random_overlaps", "global_minimum", "pgd_search", "classify", "KINDS",
-           "transverse_hessian"]
+           "swap_deviation", "transverse_hessian"]
 
 KINDS = ("oracle", "role-swapped", "other")
 _C = 2.0 / math.sqrt(math.pi)  # erf'(0): erf(x) = C x + O(x^3)
@@ -255,6 +256,21 @@ def classify(kappa, nu, theta, eta, rho, *, lam, gamma, d, tol: float = 0.2):
     swap = ((np.abs(e) >= 1 - tol) & (np.maximum(np.maximum(np.abs(k), np.abs(n)), np.abs(r)) <= tol)
             & (t * e > 0) & (np.abs(np.abs(t) - ts) <= tol))
     return np.where(oracle, KINDS[0], np.where(swap, KINDS[1], KINDS[2]))
+
+
+def swap_deviation(kappa, nu, theta, eta, rho, *, lam, gamma, d):
+    """How far each point is from the role-swapped point (0, 0, theta*(lam), 1, 0) or its images
+    under the sign symmetries (theta eta > 0), all five overlaps read: an array of shape (3, ...)
+    with max(|kappa|, |nu|, |rho|), |theta - sign(eta) theta*(lam)| (:func:`swap_theta`) and
+    |1 - |eta|| (|eta| may exceed 1 by round-off). All three are 0 at the point; :func:`classify` calls a point role-swapped when they
+    are within its tolerance (and |theta| as well as theta* exceeds it)."""
+    o = [np.asarray(x, dtype=float) for x in (kappa, nu, theta, eta, rho)]
+    for name, val in zip(NAMES, o):
+        check_interval(name, val, -1.0, 1.0, atol=1e-9)
+    k, n, t, e, r = np.broadcast_arrays(*o)
+    ts = swap_theta(lam, gamma=gamma, d=d)
+    return np.stack([np.maximum(np.maximum(np.abs(k), np.abs(n)), np.abs(r)),
+                     np.abs(t - np.sign(e) * ts), np.abs(1.0 - np.abs(e))])
 
 
 def _transverse(ab, s, lam, gamma, d, L, eps):

@@ -84,6 +84,30 @@ def test_classify_the_three_kinds():
     assert LS.classify(0, 0, 0.63, -1, 0, lam=0.1, gamma=G, d=D) == "other"  # theta eta < 0
 
 
+def test_swap_deviation_reads_all_five_overlaps():
+    ts = LS.swap_theta(0.1, gamma=G, d=D)
+    # the point and its sign images (theta eta > 0) are at deviation 0
+    for s in (1, -1):
+        assert np.all(LS.swap_deviation(0, 0, s * ts, s, 0, lam=0.1, gamma=G, d=D) == 0)
+    dev = LS.swap_deviation([0.01, 0, 0, 0, 0], [0, -0.02, 0, 0, 0], [ts, ts, -ts, ts, ts],
+                            [1, 1, 1, 0.9, 1], [0, 0, 0, 0, 0.03], lam=0.1, gamma=G, d=D)
+    assert dev.shape == (3, 5)
+    np.testing.assert_allclose(dev[0], [0.01, 0.02, 0, 0, 0.03])
+    np.testing.assert_allclose(dev[1], [0, 0, 2 * ts, 0, 0], atol=1e-15)  # theta eta < 0: far
+    np.testing.assert_allclose(dev[2], [0, 0, 0, 0.1, 0], atol=1e-15)
+    assert LS.swap_deviation(0, 0, ts, 1 + 1e-12, 0, lam=0.1, gamma=G, d=D)[2] > 0  # round-off
+    # within classify's tolerance on all three: role-swapped
+    rng = np.random.default_rng(5)
+    pts = np.array([0, 0, ts, 1, 0])[:, None] + rng.uniform(-0.3, 0.3, (5, 400))
+    pts = np.clip(pts, -1, 1)
+    near = np.all(LS.swap_deviation(*pts, lam=0.1, gamma=G, d=D) <= 0.2, axis=0)
+    assert 0 < near.sum() < near.size
+    kinds = LS.classify(*pts, lam=0.1, gamma=G, d=D)
+    assert np.all(kinds[near] == "role-swapped") and np.all(kinds[~near] != "role-swapped")
+    with pytest.raises(ValueError, match="eta"):
+        LS.swap_deviation(0, 0, 0, 1.5, 0, lam=0.1, gamma=G, d=D)
+
+
 def test_global_minimum_finds_the_swap_point_below_lam_c():
     out = LS.global_minimum(np.array([0.063]), gamma=G, d=D, L=L, starts=8, use_cache=False)
     assert abs(out["risk"][0] - LS.swap_risk(0.063, gamma=G, d=D, L=L)) < 1e-9
