@@ -19,7 +19,7 @@ from slr import pgd, sgd, task
 from slr._validate import check_int, check_nonneg, check_positive
 
 __all__ = ["MultiHeadConfig", "SHORT_SCHEDULE", "AUTHORS", "train", "simulate", "PATTERNS", "ALIGNED",
-           "OFF", "end_states", "AUTHORS_FIG9_FINALS", "AngleConfig", "angle_heads"]
+           "OFF", "end_states", "STATES", "end_state", "AUTHORS_FIG9_FINALS", "AngleConfig", "angle_heads"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +134,21 @@ def end_states(kappa) -> np.ndarray:
     collapsed = (col(al, 0) & col(off, 1)) | (col(al, 1) & col(off, 0))
     none = np.all(off, axis=(-1, -2))
     return np.select([separated, collapsed, none], [0, 1, 2], default=3)
+
+
+#: The five end states of :func:`end_state`: those of :data:`PATTERNS`, the mixed one split in two.
+STATES = ("separated", "collapsed", "without alignment", "symmetric", "other mixed")
+
+
+def end_state(kappa) -> np.ndarray:
+    """The end state of each run among the five of :data:`STATES`, from its final |<k_h, k*_j>|, shape
+    (..., 2 heads, 2 locations): 0 separated, 1 collapsed, 2 without alignment, as :func:`end_states`;
+    its mixed runs are split into 3 symmetric (all four |kappa| >= ALIGNED: each head aligned with
+    both keys) and 4 other mixed (the rest). A symmetric run is never separated, collapsed or without
+    alignment (those need an overlap below OFF < ALIGNED). ValueError for another shape."""
+    state = end_states(kappa)                                         # checks the shape; 3: mixed
+    sym = np.all(np.abs(np.asarray(kappa, dtype=float)) >= ALIGNED, axis=(-1, -2))
+    return np.where(sym, 3, np.where(state == 3, 4, state))
 
 
 #: The authors' printed final |<k_h, k*_j>| of their 20 runs of Figure 9 (step 100 000; notebook

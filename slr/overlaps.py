@@ -8,7 +8,8 @@ are combinations of k*, v*, k, v: see :mod:`slr.pgd`). Hence:
 - :func:`dist_manifold`: the distance sqrt(theta^2 + eta^2 + rho^2) to M = {theta = eta = rho = 0};
 - :func:`frame`: an orthonormal frame Q (d, 4) of span{k*, v*, k0, v0} (exact reduction of PGD to R^4);
 - :func:`trajectory_gap`: the largest difference of the five overlaps between two logged runs;
-- :func:`separation`: head matching, the heads of a multi-head run matched to the oracle directions;
+- :func:`separation`: head matching, the heads of a multi-head run matched to the oracle directions
+  (:func:`matching`: the matching itself, each head's oracle direction);
 - :func:`frame_vectors`: vectors (k*, v*, k, v) in R^dim (dim >= 4) with given overlaps, from a square
   root of their Gram matrix. It is the one construction used both for PGD started from overlaps
   (:func:`slr.pgd.pgd_overlaps`) and for the Riemannian Hessian in R^5 (:mod:`slr.manifold`).
@@ -24,7 +25,7 @@ import numpy as np
 from slr._validate import check_int, check_interval
 
 __all__ = ["overlaps", "dist_manifold", "frame", "frame_vectors", "oracle_frame_vectors",
-           "trajectory_gap", "separation"]
+           "trajectory_gap", "matching", "separation"]
 
 NAMES = ("kappa", "nu", "theta", "eta", "rho")
 
@@ -112,20 +113,42 @@ def oracle_frame_vectors(kappa, nu, theta, eta, rho):
             np.array([theta, nu, beta, np.sqrt(1 - theta ** 2 - nu ** 2 - beta ** 2)]))
 
 
+def _abs_square(overlap):
+    """|overlap| as float64, checked to have shape (..., H, H)."""
+    A = np.abs(np.asarray(overlap, dtype=float))
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"overlap must have shape (..., H, H), got {A.shape}")
+    return A
+
+
+def _best_permutation(A):
+    """The permutation of the columns of A (..., H, H) maximising its trace: (..., H) indices; on a
+    tie the first in lexicographic order (the identity first)."""
+    H = A.shape[-1]
+    perms = list(itertools.permutations(range(H)))
+    traces = np.stack([sum(A[..., h, p[h]] for h in range(H)) for p in perms], axis=-1)
+    return np.asarray(perms)[np.argmax(traces, axis=-1)]  # (..., H)
+
+
+def matching(overlap):
+    """Head matching from an overlap matrix <x_h, x*_j> of shape (..., H, H): P of shape (..., H), P[..., h]
+    the oracle direction j matched to head h, under the one-to-one matching that maximises the sum of
+    the matched |<x_h, x*_j>| (ties: the first permutation in lexicographic order, so the identity
+    wins a tie). It is the matching of :func:`separation`: ``separation(o)[0]`` is
+    ``np.take_along_axis(abs(o), matching(o)[..., None, :], -1)``. ValueError unless square."""
+    return _best_permutation(_abs_square(overlap))
+
+
 def separation(overlap):
     """Separation of heads from an overlap matrix <x_h, x*_j> of shape (..., H, H).
 
     Returns (A, score): A = |overlap| with its columns permuted to the best matching of heads to
-    oracle directions (the permutation maximising the trace), and score = mean |diag| - mean |offdiag|
-    of that matched matrix (1 for perfectly separated orthonormal heads; 0 when every head is equally
-    aligned with every direction)."""
-    A = np.abs(np.asarray(overlap, dtype=float))
-    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
-        raise ValueError(f"overlap must have shape (..., H, H), got {A.shape}")
+    oracle directions (:func:`matching`: the permutation maximising the trace), and score = mean |diag|
+    - mean |offdiag| of that matched matrix (1 for perfectly separated orthonormal heads; 0 when every
+    head is equally aligned with every direction)."""
+    A = _abs_square(overlap)
     H = A.shape[-1]
-    perms = list(itertools.permutations(range(H)))
-    traces = np.stack([sum(A[..., h, p[h]] for h in range(H)) for p in perms], axis=-1)
-    P = np.asarray(perms)[np.argmax(traces, axis=-1)]  # (..., H)
+    P = _best_permutation(A)
     Am = np.take_along_axis(A, P[..., None, :], axis=-1)
     diag = np.trace(Am, axis1=-2, axis2=-1) / H
     off = (Am.sum(axis=(-1, -2)) - diag * H) / (H * (H - 1)) if H > 1 else 0.0

@@ -61,3 +61,21 @@ def test_config_validation():
         dataclasses.replace(M.AUTHORS, sampler="fast").validate()
     with pytest.raises(ValueError, match="lam_freeze"):
         dataclasses.replace(M.AUTHORS, lam_freeze=-1).validate()
+
+
+def test_end_state_splits_the_mixed_runs():
+    """The five end states: end_states' separated, collapsed and without alignment unchanged; its mixed
+    runs split into symmetric (all four |kappa| >= ALIGNED) and other mixed. The authors' one mixed run
+    (heads at 0.43 / 0.39 on different keys, 0.21 / 0.22 on the others) is other mixed, not symmetric."""
+    s4, s5 = M.end_states(M.AUTHORS_FIG9_FINALS), M.end_state(M.AUTHORS_FIG9_FINALS)
+    assert np.bincount(s5, minlength=5).tolist() == [5, 10, 4, 0, 1] and s5[11] == 4
+    assert np.array_equal(s5[s4 < 3], s4[s4 < 3]) and len(M.STATES) == 5
+    sym = np.array([[0.4, -0.35], [0.3, 0.5]])                # every overlap at least ALIGNED = 0.3
+    assert M.end_state(sym) == 3 and M.end_states(sym) == 3
+    # control: one overlap just below ALIGNED makes the same run other mixed
+    assert M.end_state(np.array([[0.4, -0.35], [0.29, 0.5]])) == 4
+    # signs and the order of heads and keys do not matter; batched shapes are kept
+    assert np.array_equal(M.end_state(-M.AUTHORS_FIG9_FINALS[:, ::-1, ::-1]), s5)
+    assert M.end_state(np.stack([sym, sym[::-1]])[None]).shape == (1, 2)
+    with pytest.raises(ValueError, match="kappa"):
+        M.end_state(np.zeros((4, 3, 2)))

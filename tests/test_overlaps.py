@@ -97,3 +97,22 @@ def test_separation():
     np.testing.assert_allclose(s, [1.0, 0.0], atol=1e-15)
     with pytest.raises(ValueError, match="overlap"):
         O.separation(np.ones((2, 3)))
+
+
+def test_matching_is_separations_matching():
+    """matching gives each head its oracle direction under separation's matching: the columns it selects
+    are those of separation's matched matrix; a tie goes to the identity."""
+    o = np.array([[0.1, -0.9], [0.95, 0.0]])
+    assert O.matching(o).tolist() == [1, 0]
+    assert O.matching(o[:, ::-1]).tolist() == [0, 1]                   # control: keys swapped
+    assert O.matching(np.full((2, 2), 0.5)).tolist() == [0, 1]        # a tie: the identity
+    # the best of the six permutations for three heads, not the greedy choice per head: head 0 prefers
+    # key 0 (0.9) but the sum is larger with head 0 on key 1 and head 1 on key 0
+    o3 = np.array([[0.9, 0.8, 0.0], [0.85, 0.1, 0.0], [0.0, 0.0, 1.0]])
+    assert O.matching(o3).tolist() == [1, 0, 2]
+    g = np.asarray(jax.random.normal(jax.random.key(3), (50, 3, 3)))
+    P = O.matching(g)
+    np.testing.assert_array_equal(np.take_along_axis(np.abs(g), P[..., None, :], -1), O.separation(g)[0])
+    assert sorted(map(tuple, np.sort(P, axis=-1))) == [(0, 1, 2)] * 50  # one key per head
+    with pytest.raises(ValueError, match="overlap"):
+        O.matching(np.ones((2, 3)))
