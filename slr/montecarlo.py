@@ -177,15 +177,18 @@ def mean_se(errors, axis: int = -1):
     return errors.mean(axis=axis), errors.std(axis=axis, ddof=1) / np.sqrt(n)
 
 
-def risk_at_overlaps(key, points, *, lam, d, gamma, L, eps=0.0, n, chunk: int = 200_000):
+def risk_at_overlaps(key, points, *, lam, d, gamma, L, eps=0.0, n, predictor="erf",
+                     chunk: int = 200_000):
     """:func:`risk` at points given by their five overlaps (kappa, nu, theta, eta, rho), one row each:
     the vectors are :func:`slr.overlaps.oracle_frame_vectors` in the frame (k*, v*, e3, e4) of R^4 and
-    ``d`` is the ambient dimension. Returns (mean, stderr) of shape ``(len(points),) + lam.shape``."""
+    ``d`` is the ambient dimension; ``predictor`` as in :func:`risk`. Returns (mean, stderr) of shape
+    ``(len(points),) + lam.shape``."""
     from slr.overlaps import oracle_frame_vectors
 
     K, V = map(np.stack, zip(*[oracle_frame_vectors(*p) for p in points]))
     e = np.eye(4)
-    return risk(key, K, V, e[0], e[1], lam=lam, d=d, gamma=gamma, L=L, eps=eps, n=n, chunk=chunk)
+    return risk(key, K, V, e[0], e[1], lam=lam, d=d, gamma=gamma, L=L, eps=eps, n=n,
+                predictor=predictor, chunk=chunk)
 
 
 def least_squares(seed: int, k_star, v_star, *, L: int, gamma, eps=0.0, p=None, n_train: int = 40_000,

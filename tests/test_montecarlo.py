@@ -128,6 +128,11 @@ def test_risk_at_overlaps_is_risk_at_the_frame_vectors():
     assert got[0].shape == (2, 2)
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_array_equal(got[1], ref[1])
+    # another predictor: the same vectors, the predictor passed through (ReLU differs from erf)
+    got = MC.risk_at_overlaps(jax.random.key(0), pts, predictor="relu", **kw)
+    ref = MC.risk(jax.random.key(0), K, V, np.eye(4)[0], np.eye(4)[1], predictor="relu", **kw)
+    np.testing.assert_array_equal(got[0], ref[0])
+    assert np.all(np.abs(got[0] - MC.risk_at_overlaps(jax.random.key(0), pts, **kw)[0]) > 1e-3)
 
 
 def test_least_squares_recovers_proposition_3():
