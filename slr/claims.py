@@ -31,8 +31,8 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = ["ClaimError", "Test", "close", "below", "above", "between", "at_least", "at_most",
-           "abs_below", "wilson", "fisher_greater", "fisher_power", "trend_power", "start", "stop",
-           "current_chapter", "check", "claims_dir", "load", "Claim"]
+           "abs_below", "wilson", "newcombe", "fisher_greater", "fisher_power", "trend_power", "start",
+           "stop", "current_chapter", "check", "claims_dir", "load", "Claim"]
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -126,6 +126,16 @@ def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     lo = 0.0 if k == 0 else max(0.0, centre - half)  # exact ends: no round-off past k/n
     hi = 1.0 if k == n else min(1.0, centre + half)
     return lo, hi
+
+
+def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Newcombe's hybrid score interval for a difference of proportions p1 - p2 (k1 of n1 against k2 of
+    n2, independent; 95% by default): from the :func:`wilson` intervals (l1, u1), (l2, u2) of the two,
+    p1 - p2 - sqrt((p1 - l1)^2 + (u2 - p2)^2) to p1 - p2 + sqrt((u1 - p1)^2 + (p2 - l2)^2) (Newcombe 1998,
+    Statistics in Medicine 17, 873-890, method 10): for "more runs at one setting than at another"."""
+    (l1, u1), (l2, u2) = wilson(k1, n1, z), wilson(k2, n2, z)  # (validates k1, n1, k2, n2 and z)
+    p1, p2 = k1 / n1, k2 / n2
+    return p1 - p2 - math.hypot(p1 - l1, u2 - p2), p1 - p2 + math.hypot(u1 - p1, p2 - l2)
 
 
 def fisher_greater(k1: int, n1: int, k0: int, n0: int) -> float:
