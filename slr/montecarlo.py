@@ -21,9 +21,14 @@ batch and every lam of a grid. Two devices make it cheap and precise:
 
 The samples come from the library's one sampler body, :func:`slr.task.draws` + :func:`slr.task.assemble`
 (``k_star`` of shape (H, d) gives the multiple-location task of Eq. (30)).
+
+:func:`multihead_oracle_sq_errors` gives the squared errors of the two-head attention of Eq. (31) at its
+oracle directions, with the two keys at any angle and independent or shared token noise (its exact
+excess risk at 90 degrees: :func:`slr.risk.multihead_oracle_excess`).
 """
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import jax
@@ -32,11 +37,11 @@ import numpy as np
 
 from slr import task
 from slr._validate import (check_int, check_key, check_nonneg, check_positive, check_positive_array,
-                           check_unit_rows)
-from slr.predictors import get_predictor
+                           check_unit_rows, is_traced)
+from slr.predictors import attention_multihead, get_predictor
 
 __all__ = ["risk", "squared_errors", "mean_se", "frame", "risk_at_overlaps", "least_squares",
-           "sandwich_cov"]
+           "sandwich_cov", "multihead_oracle_sq_errors"]
 
 
 def frame(vectors, reduce: bool = True):
@@ -228,3 +233,44 @@ def sandwich_cov(X, residuals):
     bread = np.linalg.inv(X.T @ X)
     Xe = X * e[:, None]
     return bread @ (Xe.T @ Xe) @ bread
+
+
+def multihead_oracle_sq_errors(key, m, *, lam, gamma, d, L, eps=0.0, phi_deg=90.0, shared_noise=(False,)):
+    """Squared errors (len(shared_noise), m) of the two-head attention of Eq. (31) at the oracle
+    directions (k_h = k*_h, v_h = v*_h) on m sequences of Eq. (30) with two informative locations.
+
+    The predictor reads a token only through its coordinates on k*_1, k*_2, v*_1, v*_2, so only these
+    are drawn, in the frame e_1, ..., e_4 of R^4: k*_1 = e_1, k*_2 = cos(phi) e_1 + sin(phi) e_2 (phi =
+    ``phi_deg`` degrees; exactly e_2 at 90), v*_h = e_{2+h} (orthogonal to both keys); the informative
+    tokens' mean keeps its norm sqrt(d/2) (``task.assemble(d=d)``). One draw :func:`slr.task.draws`
+    (key, m, L=L, d=4, H=2) serves every entry of ``shared_noise``: row i has the two informative
+    tokens' noise shared (:func:`slr.task.tie`) when ``shared_noise[i]`` is True, as in the authors'
+    code, independent (Eq. 30) when False. Rows include the label noise: their mean less eps^2
+    estimates the excess risk, :func:`slr.risk.multihead_oracle_excess` at phi = 90.
+
+    Traceable in ``key``, ``lam``, ``gamma`` and ``eps`` (checked when not traced); ``m``, ``L``, ``d``,
+    ``phi_deg`` and ``shared_noise`` (a tuple of bools) must be concrete: under :func:`jax.jit` make
+    ``m`` static and close over the others, e.g.
+    ``jax.jit(lambda k, lam, m: multihead_oracle_sq_errors(k, m, lam=lam, ...), static_argnames="m")``.
+    """
+    check_key("key", key)
+    m, L = check_int("m", m), check_int("L", L, lo=2)
+    check_positive_array("lam", lam), check_positive("gamma", gamma), check_nonneg("eps", eps)
+    if (is_traced(d) or isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, float, np.number))
+            or not np.isfinite(d) or d < 4):
+        raise ValueError(f"d must be a concrete finite number >= 4, got {d!r}")
+    if (is_traced(phi_deg) or not isinstance(phi_deg, (int, float, np.number))
+            or isinstance(phi_deg, (bool, np.bool_)) or not 0.0 < float(phi_deg) <= 180.0):
+        raise ValueError(f"phi_deg must be a concrete angle in (0, 180], got {phi_deg!r}")
+    if (not isinstance(shared_noise, (tuple, list)) or not shared_noise
+            or not all(isinstance(t, (bool, np.bool_)) for t in shared_noise)):
+        raise ValueError(f"shared_noise must be a non-empty tuple of bools, got {shared_noise!r}")
+    e, r = jnp.eye(4), math.radians(phi_deg)
+    ks = e[:2] if phi_deg == 90 else jnp.array([[1.0, 0.0, 0.0, 0.0], [math.cos(r), math.sin(r), 0.0, 0.0]])
+    vs = e[2:]
+    dr = task.draws(key, m, L=L, d=4, H=2)
+    out = []
+    for tied in shared_noise:
+        X, y, _ = task.assemble(task.tie(dr, bool(tied)), ks, vs, gamma=gamma, eps=eps, d=d)
+        out.append(jnp.square(y - attention_multihead(X, ks, vs, lam)))
+    return jnp.stack(out)

@@ -13,6 +13,8 @@
 - :func:`linear_attention_risk`, :func:`linear_attention_best`: linear attention at the oracle.
 - :func:`softmax_excess_bound`, :func:`softmax_excess`: softmax attention at the oracle, a closed-form
   bound on its excess risk and the excess by importance sampling.
+- :func:`multihead_oracle_excess`: the two-head attention of Eq. (31) at its oracle directions on the
+  task of Eq. (30) with two informative locations (independent or shared token noise).
 
 Monte Carlo estimates of any risk are in :mod:`slr.montecarlo`.
 
@@ -37,7 +39,7 @@ from slr.overlaps import overlaps  # noqa: F401  (risk_at; risk.overlaps kept im
 __all__ = ["risk", "risk_at", "oracle_risk", "excess_risk", "null_risk", "linear_risk",
            "linear_weights", "affine_risk", "linear_attention_risk", "linear_attention_best", "closed_form",
            "manifold_risk", "oracle_signal_part", "closed_form_expanded", "softmax_excess_bound",
-           "softmax_excess", "SoftmaxExcess"]
+           "softmax_excess", "SoftmaxExcess", "multihead_oracle_excess"]
 
 
 def _as_float_array(name, val, accepted):
@@ -375,3 +377,64 @@ def oracle_signal_part(*, lam, gamma, d, nodes: int = 120):
     b = np.asarray(lam, dtype=float) * gamma
     a, b = np.broadcast_arrays(a, b)
     return gamma ** 2 * np.sum(w * erfc(a[..., None] + b[..., None] * z) ** 2, axis=-1)
+
+
+def multihead_oracle_excess(*, lam, gamma, d, L, shared_noise=False, other_head=True, noise_tokens=None):
+    """Excess risk (the risk less eps^2) of the two-head attention of Eq. (31) at the oracle directions,
+    k_h = k*_h and v_h = v*_h (h = 1, 2; k*_1, k*_2, v*_1, v*_2 orthonormal), on the task of Eq. (30)
+    with two informative locations, exact:
+
+        2 (L - 2) zeta(0; lam) + 2 gamma^2 [zeta(0; b) + E(1 - erf(a + b Z))^2]
+                               (+ 4 gamma^2 E[erf(b Z) erf(a + b Z)] with shared token noise),
+
+    a = lam sqrt(d/2), b = lam gamma, Z standard Gaussian; the first two expectations in closed form
+    (zeta(0; .) is (G9), E(1 - erf)^2 = 1 - 2 phi(a, b) + zeta(a, b) by (G1), (G5)), the cross term
+    by quadrature (:func:`slr.gaussian.expect_normal`).
+
+    Derivation. Write s_lh = X_l.k*_h and u_lh = X_l.v*_h: the predictor is
+    sum_h sum_l erf(lam s_lh) u_lh and the label y = gamma sum_j G_j.v*_j + eps xi. A noise token's
+    four coordinates are independent standard Gaussians, and u_lh enters nowhere else: its term is
+    centred, uncorrelated with the rest, of variance 2 E erf(lam Z)^2 = 2 zeta(0; lam) (one per head),
+    hence 2 (L - 2) zeta(0; lam). The informative token of location j, X = sqrt(d/2) k*_j + gamma G_j,
+    has s_jj = sqrt(d/2) + gamma G_j.k*_j, s_jh = gamma G_j.k*_h and u_jh = gamma G_j.v*_h. Collecting
+    the error along v*_h (h' the other location):
+
+        gamma [G_h.v*_h (1 - erf(a + b G_h.k*_h)) - G_h'.v*_h erf(b G_h'.k*_h)],
+
+    the shortfall of head h's weight on its own token from 1 and the weight it gives the other token;
+    the brackets of the two heads are uncorrelated (the factors G.v*_1, G.v*_2 are independent and
+    centred). With independent noise (Eq. 30) the two products of a bracket are uncorrelated
+    (G_h'.v*_h is centred and independent of the rest): gamma^2 [E(1 - erf(a + b Z))^2 + zeta(0; b)]
+    per head. With shared noise (G_1 = G_2, as in the authors' code) the two products share the
+    factor G.v*_h and the argument G.k*_h: their covariance adds -2 gamma^2 E[(1 - erf(a + b Z))
+    erf(b Z)] = 2 gamma^2 E[erf(b Z) erf(a + b Z)] per head (E erf(b Z) = 0).
+
+    Args:
+        lam, gamma: inverse temperature and the informative tokens' noise level, scalars > 0.
+        d: ambient dimension (>= 4: the four oracle directions are orthonormal), enters via sqrt(d/2).
+        L: tokens per sequence, an integer >= 2 (two of them informative).
+        shared_noise: the two informative tokens share their noise draw (adds the cross term).
+        other_head: False leaves out the term gamma^2 zeta(0; b) of each informative token (the
+            weight the other head gives it), a control; the cross term of shared noise stays.
+        noise_tokens: the count of noise tokens, by default L - 2 (another count is a control).
+
+    Returns a float; :func:`slr.montecarlo.multihead_oracle_sq_errors` estimates the same risk (at
+    phi = 90 degrees) by Monte Carlo.
+    """
+    check_positive("lam", lam)
+    check_positive("gamma", gamma)
+    check_positive("d", d)
+    if isinstance(d, (bool, np.bool_)) or d < 4:
+        raise ValueError(f"d must be a finite number >= 4, got {d!r}")
+    L = check_int("L", L, lo=2)
+    m = L - 2 if noise_tokens is None else check_int("noise_tokens", noise_tokens, lo=0)
+    for name, val in (("shared_noise", shared_noise), ("other_head", other_head)):
+        if not isinstance(val, (bool, np.bool_)):
+            raise ValueError(f"{name} must be a bool, got {val!r}")
+    g, a, b = gamma, lam * np.sqrt(d / 2), lam * gamma
+    own = 1 - 2 * float(G.phi(a, b)) + float(G.zeta(a, b))               # E(1 - erf(a + b Z))^2
+    out = 2 * m * float(G.zeta0(lam)) + 2 * g ** 2 * ((float(G.zeta0(b)) if other_head else 0.0) + own)
+    if not shared_noise:
+        return out
+    cross = G.expect_normal(lambda z: math.erf(b * z) * math.erf(a + b * z))
+    return out + 4 * g ** 2 * cross

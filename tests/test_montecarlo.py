@@ -221,3 +221,38 @@ def test_sandwich_cov_against_the_closed_form_and_a_simulation():
 def test_sandwich_cov_validation(X, e, match):
     with pytest.raises(ValueError, match=match):
         MC.sandwich_cov(X, e)
+
+
+def test_multihead_oracle_sq_errors_rows_angles_and_jit():
+    """One draw for every row (a row alone equals the same row in a batch of noises), exactly the
+    standard frame at 90 degrees, the keys' angle read from phi_deg, and the same numbers under jit."""
+    kw = dict(lam=0.3, gamma=G, d=80, L=10, eps=0.1)
+    key = jax.random.key(4)
+    both = np.asarray(MC.multihead_oracle_sq_errors(key, 1000, shared_noise=(False, True), **kw))
+    assert both.shape == (2, 1000)
+    for i, shared in enumerate((False, True)):
+        one = MC.multihead_oracle_sq_errors(key, 1000, shared_noise=(shared,), **kw)
+        np.testing.assert_array_equal(np.asarray(one)[0], both[i])
+    assert not np.array_equal(both[0], both[1])
+    e = np.eye(4)                                           # 90 degrees: k*_h = e_h, v*_h = e_{2+h}
+    X, y, _ = task.assemble(task.draws(key, 1000, L=10, d=4, H=2), e[:2], e[2:], gamma=G, eps=0.1, d=80)
+    np.testing.assert_array_equal(both[0], np.square(y - P.attention_multihead(X, e[:2], e[2:], 0.3)))
+    c = math.cos(math.radians(60.0))
+    ks = np.array([[1.0, 0, 0, 0], [c, math.sqrt(1 - c * c), 0, 0]])
+    X, y, _ = task.assemble(task.draws(key, 1000, L=10, d=4, H=2), ks, e[2:], gamma=G, eps=0.1, d=80)
+    np.testing.assert_allclose(MC.multihead_oracle_sq_errors(key, 1000, phi_deg=60.0, **kw)[0],
+                               np.square(y - P.attention_multihead(X, ks, e[2:], 0.3)), rtol=1e-12)
+    f = jax.jit(lambda k, lam, m: MC.multihead_oracle_sq_errors(
+        k, m, lam=lam, gamma=G, d=80, L=10, eps=0.1, shared_noise=(False, True)), static_argnames="m")
+    np.testing.assert_allclose(f(key, 0.3, m=1000), both, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(m=0), "m"), (dict(lam=-0.1), "lam"), (dict(gamma=0.0), "gamma"), (dict(eps=-1.0), "eps"),
+    (dict(d=3), "d"), (dict(L=1), "L"), (dict(phi_deg=0.0), "phi_deg"), (dict(phi_deg=200), "phi_deg"),
+    (dict(shared_noise=()), "shared_noise"), (dict(shared_noise=True), "shared_noise"),
+    (dict(shared_noise=(0,)), "shared_noise"), (dict(key=3), "key")])
+def test_multihead_oracle_sq_errors_validation(kw, match):
+    args = dict(key=jax.random.key(0), m=10, lam=0.3, gamma=G, d=80, L=10) | kw
+    with pytest.raises(ValueError, match=match):
+        MC.multihead_oracle_sq_errors(args.pop("key"), args.pop("m"), **args)

@@ -412,3 +412,58 @@ def test_softmax_excess_checks_its_arguments():
     assert R.softmax_excess_bound(lam=20.0, gamma=G_HALF, d=10 ** 6, L=10) == 0.0
     with pytest.raises(ValueError, match="lam"):
         R.softmax_excess(lam=30.0, gamma=1.0, d=400, L=10)
+
+
+# (lam, gamma, d, L, eps): Figure 9's task at its final lam = 1/3, and a small one where the shared
+# noise's cross term is large (about 9 standard errors of the paired difference).
+MULTIHEAD_SETS = [(1 / 3, G_HALF, 80, 10, 0.1), (0.1, 1.0, 20, 5, 0.0)]
+
+
+@pytest.mark.parametrize("lam, gamma, d, L, eps", MULTIHEAD_SETS)
+def test_multihead_oracle_excess_against_monte_carlo(lam, gamma, d, L, eps):
+    """The closed form of the oracle heads' excess risk (Eq. 31) within 4 standard errors of the Monte
+    Carlo estimate under each token noise (key 3, 200 000 sequences, the same draws for both); the
+    shared noise's cross term against the paired difference of the two noises. Controls: a wrong
+    term count (L - 1 noise tokens, or without the other head's term) is more than 4 standard errors
+    away, and so is the paired difference without the cross term where that term is large."""
+    n, kw = 200_000, dict(lam=lam, gamma=gamma, d=d, L=L)
+    err = np.asarray(MC.multihead_oracle_sq_errors(jax.random.key(3), n, eps=eps,
+                                                   shared_noise=(False, True), **kw))
+    mean, se = MC.mean_se(err)
+    mean = mean - eps ** 2
+    for i, shared in enumerate((False, True)):
+        z = lambda **c: (mean[i] - R.multihead_oracle_excess(shared_noise=shared, **kw, **c)) / se[i]
+        assert abs(z()) < 4.0
+        assert abs(z(noise_tokens=L - 1)) > 4.0          # one location only informative: wrong
+        assert abs(z(other_head=False)) > 4.0            # without gamma^2 zeta(0; lam gamma)
+    cross = (R.multihead_oracle_excess(shared_noise=True, **kw)
+             - R.multihead_oracle_excess(shared_noise=False, **kw))
+    dm, dse = MC.mean_se(err[1] - err[0])
+    assert abs(dm - cross) / dse < 4.0
+    if lam == 0.1:
+        assert abs(dm) / dse > 4.0                       # the cross term is needed here
+
+
+def test_multihead_oracle_excess_terms():
+    """The terms one by one: the noise tokens' 2 zeta(0; lam) each, the other head's 2 gamma^2
+    zeta(0; lam gamma), and the cross term by quadrature."""
+    lam, g, d, L = 0.4, 0.9, 30, 7
+    f = lambda **c: R.multihead_oracle_excess(lam=lam, gamma=g, d=d, L=L, **c)
+    assert f(noise_tokens=L - 1) - f() == pytest.approx(2 * float(G.zeta0(lam)), rel=1e-12)
+    assert f() - f(other_head=False) == pytest.approx(2 * g ** 2 * float(G.zeta0(lam * g)), rel=1e-12)
+    a, b = lam * math.sqrt(d / 2), lam * g
+    cross = G.expect_normal(lambda z: math.erf(b * z) * math.erf(a + b * z))
+    assert f(shared_noise=True) - f() == pytest.approx(4 * g ** 2 * cross, rel=1e-9)
+    own = G.expect_normal(lambda z: (1 - math.erf(a + b * z)) ** 2)
+    assert f(noise_tokens=0, other_head=False) == pytest.approx(2 * g ** 2 * own, rel=1e-9)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(lam=0.0), "lam"), (dict(gamma=-1.0), "gamma"), (dict(d=2), "d"), (dict(d=True), "d"),
+    (dict(L=1), "L"), (dict(L=2.5), "L"), (dict(noise_tokens=-1), "noise_tokens"),
+    (dict(noise_tokens=1.5), "noise_tokens"), (dict(shared_noise="yes"), "shared_noise"),
+    (dict(other_head=1), "other_head")])
+def test_multihead_oracle_excess_checks_its_arguments(kw, match):
+    args = dict(lam=0.3, gamma=G_HALF, d=80, L=10) | kw
+    with pytest.raises(ValueError, match=match):
+        R.multihead_oracle_excess(**args)
