@@ -32,6 +32,10 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "web"))
+import kernel_wakeup  # noqa: E402  (a client that cannot sleep through a reply: its docstring)
+
+kernel_wakeup.install()
 
 
 def uses_experiments():
