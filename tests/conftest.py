@@ -93,10 +93,10 @@ def result_cache(tmp_path, monkeypatch):
 # costliest files keeps the workers busy to the end instead of leaving one of them alone with a large file
 # (longest-processing-time first). The order is the files' seconds in a cold run of the suite (2 workers,
 # 2026-11-29: each file's test time with a filled compilation cache plus its XLA compilation time in a run
-# with an empty one; test_coordinates.py 29 s, test_sgd.py 26 s ... test_tuning.py 1 s). test_nbval_cache.py
+# with an empty one; test_coordinates.py 29 s, test_sgd.py 26 s ... test_tuning.py 1 s). test_nbval_cache.py,
 # test_probe.py and test_kernel_wakeup.py (6 s, a kernel's start) wait on a subprocess or on imports (little
-# CPU, long wall), so they start early, while the other worker computes. A file not listed (under 1 s) comes last; so did test_coordinates.py, the costliest,
-# until 2026-11-29, when it was missing from this list. xdist keeps this order only with
+# CPU, long wall), so they start early, while the other worker computes. A file not listed (under 1 s) comes
+# last; so did test_coordinates.py, the costliest, until 2026-11-29, when it was missing from this list. xdist keeps this order only with
 # `--no-loadscope-reorder` (pyproject.toml): by default it sorts files by their number of tests.
 _COSTLIEST_FIRST = ("test_coordinates.py", "test_sgd.py", "test_reduced.py", "test_transformer.py", "test_risk.py",
                     "test_nbval_cache.py", "test_kernel_wakeup.py",
