@@ -103,7 +103,7 @@ def _heads_step(k, v, gk, gv, alpha):
 
 
 def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f, sampler, n_chunks,
-             batch, L, tied, block):
+             batch, L, tied, block, draws="float64"):
     """One run: the iterates (T, H, d) at the logged steps."""
     (H, d), n = k0.shape, ks.shape[0]
     if sampler == "reduced" and d >= 2 * (n + H):  # else no frame: the full draw is as cheap
@@ -115,7 +115,7 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
     grad = jax.grad(partial(_loss, f), argnums=(0, 1))
 
     def body(cr, t):
-        dr = task.tie(fresh_draws(key, t, batch=batch, L=L, d=d, n_loc=n), tied)
+        dr = task.tie(fresh_draws(key, t, batch=batch, L=L, d=d, n_loc=n, dtype=jnp.dtype(draws)), tied)
         X, y, _ = task.assemble(dr, ks, vs, gamma=gamma, eps=eps)
         return _heads_step(cr[0], cr[1], *grad(cr[0], cr[1], X, y, lam_t(t)), alpha)
 
@@ -123,15 +123,15 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
 
 
 @partial(jax.jit, static_argnames=("f", "sampler", "fn", "n_chunks", "batch", "n_test", "L", "has_rem",
-                                   "shared", "per_run", "batched", "tied_static", "block"))
+                                   "shared", "per_run", "batched", "tied_static", "block", "draws"))
 def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, tied, *, f,
           sampler, fn, n_chunks, batch, n_test, L, has_rem, shared, per_run, batched=True, tied_static=None,
-          block=_loop.BLOCK):
+          block=_loop.BLOCK, draws="float64"):
     tied = tied if tied_static is None else tied_static  # traced for the reduced sampler: one compilation
     lam_t = _loop.lam_fn(fn, lam0, c, jnp.float64)
     run = lambda kk, a, b, s, u: _one_run(kk, a, b, s, u, lam_t, alpha, gamma, eps, log_every,
                                           rem if has_rem else None, f=f, sampler=sampler, n_chunks=n_chunks,
-                                          batch=batch, L=L, tied=tied, block=block)
+                                          batch=batch, L=L, tied=tied, block=block, draws=draws)
     o = 0 if per_run else None
     if batched:
         K, V = jax.vmap(run, in_axes=(None if shared else 0, 0, 0, o, o))(keys, k0, v0, ks, vs)  # (R, T, H, d)
@@ -168,7 +168,8 @@ def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every,
 
 
 def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, eps, log_every,
-          predictor="erf", n_test=1000, shared_draws=False, sampler="full", token_noise="independent") -> TrainLog:
+          predictor="erf", n_test=1000, shared_draws=False, sampler="full", token_noise="independent",
+          draws="float64") -> TrainLog:
     """Stochastic projected gradient descent on the sphere (Definition 1 on fresh mini-batches): a
     :class:`TrainLog` of NumPy arrays.
 
@@ -194,6 +195,10 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
         token_noise: ``"independent"`` (Eq. 30: each informative token has its own noise) or
             ``"shared"`` (the n_loc informative tokens of a sequence share one noise draw, as in the
             authors' code for Figures 9 and 10), in training and in the test batch.
+        draws: ``"float64"`` or ``"float32"``: the precision in which the training batches' Gaussians
+            are drawn (:func:`fresh_draws`; used in float64 either way: float32 draws are another stream
+            of the same law up to float32 resolution, as in :mod:`slr.appendix_f`). The full sampler only;
+            the test batch is drawn in float64.
 
     An even number of runs with runs x steps >= ``_HALVES_MIN`` (the chapters' figures) runs as two
     halves on two threads, one per core: the same program and the same numbers (with one oracle shared
@@ -220,14 +225,19 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
                          f"d={d}, n_loc={ks.shape[-2]}, H={H}")
     if token_noise not in TOKEN_NOISE:
         raise ValueError(f"token_noise must be one of {TOKEN_NOISE}, got {token_noise!r}")
+    if draws not in ("float64", "float32"):
+        raise ValueError(f"draws must be 'float64' or 'float32', got {draws!r}")
+    if draws != "float64" and sampler != "full":
+        raise ValueError(f"draws={draws!r} needs sampler 'full' (the reduced and coordinates samplers draw in "
+                         f"float64), got sampler={sampler!r}")
     key_test, keys = batch_keys(key, R, shared_draws)
     return _train(key_test, keys, k0, v0, ks, vs, lam, alpha=alpha, steps=steps, batch=batch, gamma=gamma, L=L,
                   eps=eps, log_every=log_every, f=f, n_test=n_test, shared=shared_draws, sampler=sampler,
-                  tied=token_noise == "shared" and ks.shape[-2] > 1)
+                  tied=token_noise == "shared" and ks.shape[-2] > 1, draws=draws)
 
 
 def _train(key_test, keys, k0, v0, ks, vs, lam, *, alpha, steps, batch, gamma, L, eps, log_every, f, n_test,
-           shared, sampler, batched=True, tied=False):
+           shared, sampler, batched=True, tied=False, draws="float64"):
     fn, lam0, c = split_lam(lam)
     n_chunks, rem = _loop.schedule(int(steps), int(log_every))
     t_log = _loop.log_steps(int(steps), int(log_every))
@@ -244,7 +254,8 @@ def _train(key_test, keys, k0, v0, ks, vs, lam, *, alpha, steps, batch, gamma, L
         core = lambda *a: coordinates.core(*args(*a), shared_draws=shared, **static)
     else:
         core = lambda *a: _core(*args(*a), f=f, sampler=sampler, shared=shared, batched=batched,
-                                tied_static=None if sampler == "reduced" else bool(tied), **static)
+                                tied_static=None if sampler == "reduced" else bool(tied), draws=draws,
+                                **static)
     R = np.shape(k0)[0]
     if batched and R % 2 == 0 and R * int(steps) >= _HALVES_MIN:
         # two halves of the runs, one per core (one program: the halves have one shape)

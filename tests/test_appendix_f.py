@@ -105,16 +105,14 @@ def test_tuning_picks_each_models_best_mean_step_of_its_grid():
     assert ev & {r[0] for r in AF._tune_runs(AF.DiagMLPConfig(), 0)}  # control: absolute seeds overlap them
 
 
-def test_joint_training_is_each_model_trained_alone(monkeypatch):
+def test_joint_training_is_each_model_trained_alone():
     """_call trains both models on one draw of the batches (float32 Gaussians used in float64): its
-    attention is the library's trainer, slr.sgd.train (one erf head, sampler "full", lam constant) run
-    alone on the same keys, and its MLP is baselines.train_diag_mlp (dtype float32) run alone on the
-    same key, for two step sizes each. sgd.train draws its batches in float64 and has no dtype argument:
-    here its sgd.fresh_draws draws in float32 by default (AF.DRAWS), the one difference substituted."""
+    attention is the library's trainer, slr.sgd.train (one erf head, sampler "full", lam constant,
+    draws "float32") run alone on the same keys, and its MLP is baselines.train_diag_mlp (dtype float32)
+    run alone on the same key, for two step sizes each."""
     import jax
 
     from slr import baselines, pgd, sgd, task
-    from slr.predictors import attention_erf
     cfg = AF.DiagMLPConfig(d=8, Ls=(3,), steps=20, batch=8, width=2, n_test=50, n_eval=2,
                            tied_Ls=()).validate()
     L, seed, lam = 3, 7, 0.3
@@ -122,22 +120,11 @@ def test_joint_training_is_each_model_trained_alone(monkeypatch):
     k_oracle, k_init, k_mlp, k_train = jax.random.split(jax.random.key(seed * 1000 + L), 4)
     ks, vs = task.sample_oracle(k_oracle, cfg.d)
     k0, v0 = pgd.init_sphere(k_init, cfg.d, 1, H=1)   # (1, 1, d): one run of one head
-    fresh = sgd.fresh_draws
-    monkeypatch.setattr(sgd, "fresh_draws", lambda *a, dtype=AF.DRAWS, **kw: fresh(*a, dtype=dtype, **kw))
 
-    # erf itself, under a name of its own for each kind of draw: sgd._core's compiled programs are
-    # keyed on its static arguments (the predictor among them), not on the patched fresh_draws, so
-    # neither program is shared with another test or with the other kind
-    erf = {True: lambda X, k, v, lm: attention_erf(X, k, v, lm),
-           False: lambda X, k, v, lm: attention_erf(X, k, v, lm)}
-
-    def train(a, f32=True):
-        with monkeypatch.context() as m:
-            if not f32:
-                m.setattr(sgd, "fresh_draws", fresh)
-            log = sgd.train(k_train, k0, v0, ks[None], vs[None], lam=lam, alpha=a, steps=cfg.steps,
-                            batch=cfg.batch, gamma=cfg.gamma, L=L, eps=cfg.eps, log_every=10,
-                            predictor=erf[f32], n_test=cfg.n_test, sampler="full")
+    def train(a, draws=np.dtype(AF.DRAWS).name):
+        log = sgd.train(k_train, k0, v0, ks[None], vs[None], lam=lam, alpha=a, steps=cfg.steps,
+                        batch=cfg.batch, gamma=cfg.gamma, L=L, eps=cfg.eps, log_every=10,
+                        predictor="erf", n_test=cfg.n_test, sampler="full", draws=draws)
         o = [getattr(log, n)[0, :, 0, 0] for n in ("kappa", "nu", "theta", "eta")] + [log.rho[0, :, 0]]
         return log.excess_risk[0] + cfg.eps ** 2, np.stack(o)
 
@@ -150,7 +137,7 @@ def test_joint_training_is_each_model_trained_alone(monkeypatch):
         # controls: a step size 1% off (2.7e-3 and 5.5e-3 apart at the logs, relative) and the
         # library's own float64 draws (0.12 and 0.39) give other runs
         assert not np.allclose(res["att"][j], train(a * 1.01)[0], rtol=1e-6)
-        assert not np.allclose(res["att"][j], train(a, f32=False)[0], rtol=1e-6)
+        assert not np.allclose(res["att"][j], train(a, draws="float64")[0], rtol=1e-6)
     run = dict(L=L, gamma=cfg.gamma, eps=cfg.eps, steps=cfg.steps, batch=cfg.batch, n_test=cfg.n_test,
                log_every=10)
     for j, m in enumerate((1e-2, 3e-2)):

@@ -105,6 +105,27 @@ def test_train_step_is_definition_1_head_by_head(small):
     np.testing.assert_allclose(np.linalg.norm(out.k, axis=-1), 1.0, atol=1e-14)
 
 
+def test_float32_draws_are_fresh_draws_in_float32(small):
+    """draws="float32": a step is Definition 1 on the batch of fresh_draws(dtype=float32), used in
+    float64 (as slr.appendix_f trains); control: the default float64 draws give another step. The
+    reduced sampler, which draws in float64, refuses it."""
+    k0, v0 = small["one"]
+    ks, vs = small["ks"], small["vs"]
+    kw = dict(KW, steps=1, log_every=1, alpha=0.3)
+    out = {dr: S.train(jax.random.key(56), k0, v0, ks[None], vs[None], draws=dr, **kw)
+           for dr in ("float32", "float64")}
+    _, streams = S.batch_keys(jax.random.key(56), 3)
+    X, y, _ = task.assemble(S.fresh_draws(streams[0], 0, batch=4, L=4, d=8, dtype=jnp.float32),
+                            ks[None], vs[None], gamma=GAMMA, eps=0.1)
+    assert X.dtype == jnp.float64
+    loss = lambda a, b: jnp.mean(jnp.square(y - predictors.attention_erf(X, a, b, 0.8)))
+    k1, _ = P.projected_step(k0[0, 0], v0[0, 0], *jax.grad(loss, argnums=(0, 1))(k0[0, 0], v0[0, 0]), 0.3)
+    np.testing.assert_allclose(out["float32"].k[0, 0], k1, atol=1e-14)
+    assert np.max(np.abs(out["float64"].k[0, 0] - k1)) > 1e-6
+    with pytest.raises(ValueError, match="draws"):
+        S.train(jax.random.key(56), k0, v0, ks[None], vs[None], draws="float32", sampler="reduced", **kw)
+
+
 @settings(max_examples=4, deadline=None)
 @given(H=st.integers(1, 2), alpha=st.floats(1e-3, 5.0), seed=st.integers(0, 2 ** 31))
 def test_hyp_train_keeps_every_head_on_the_sphere(small, H, alpha, seed):
@@ -158,7 +179,7 @@ def test_any_predictor_lowers_the_risk():
 _BAD = {"alpha": [0.0, -1.0, float("nan")], "batch": [0, 2.5, True], "steps": [0, -3, 1.5],
         "log_every": [0, 2.0], "n_test": [0, -1], "gamma": [0.0, -0.5, float("inf")], "eps": [-0.1],
         "L": [0, 1], "predictor": ["gelu", 3], "sampler": ["fast", None], "shared_draws": [1, "yes"],
-        "token_noise": ["tied", None]}
+        "token_noise": ["tied", None], "draws": ["float16", 32, None]}
 
 
 @settings(max_examples=30, deadline=None)
