@@ -13,7 +13,8 @@ normals, :data:`DRAWS`) and used in float64, like every other operation: at L = 
 were 0.66 s of a run's 1.05 s on the book's 2-core CPU, the float32 ones 0.27 s. The law changes only by
 the float32 resolution of the draws, as in :mod:`slr.coordinates` ("Precision"): each is one of 2^23
 values, all in [-5.42, 5.22] (:func:`slr.coordinates.draw_range`; a Gaussian puts 1.2e-7 of its mass
-outside). The test batches stay float64.
+outside). The test batches stay float64. Attention alone, trained so, is :func:`slr.sgd.train` with
+``draws="float32"`` (``tests/test_appendix_f.py`` checks the numbers are the same).
 """
 from __future__ import annotations
 

@@ -7,12 +7,13 @@ timeout at all on the output channel). A zmq socket tells the event loop that a 
 an edge-triggered file descriptor; when that edge is consumed elsewhere, the message sits in the socket
 and the poll never wakes: the client waits and the kernel, idle, waits for the next request.
 
-Seen twice here, both times after a chapter's ``ipywidgets`` cell (the many widget messages that cell
-sends): in ``linear`` (a timing run) and in ``pgd`` during a seed audit (2026-11-29: 45 cells executed,
-the kernel idle, the client's shell and output sockets both reporting a pending message through
-``zmq.EVENTS``, for more than ten minutes; reading ``EVENTS`` from a debugger woke the client, which
-finished the chapter). The same symptom is reported upstream (jupyter/nbclient#312, "when cell contains
-ipywidget, execute cell will sometimes blocks").
+Seen in ``pgd`` during a seed audit (2026-11-29), right after the chapter's ``ipywidgets`` cell (the many
+widget messages that cell sends): 45 cells executed, the kernel idle, the client's shell and output sockets
+both reporting a pending message through ``zmq.EVENTS`` (3 and 1), for more than ten minutes; reading
+``EVENTS`` from a debugger woke the client, which finished the chapter. A run of ``linear`` (also a
+chapter with a widget cell, outside the test suite) had hung the same way before, its cell not recorded.
+Hangs after widget cells are reported upstream (jupyter/nbclient#312, "when cell contains ipywidget,
+execute cell will sometimes blocks").
 
 :func:`install` makes every ``get_msg`` wait in slices of at most :data:`SLICE` seconds: each slice is a
 new ``poll``, and pyzmq checks ``zmq.EVENTS`` when a poll starts, so a message left behind is read at
