@@ -130,8 +130,8 @@ def test_joint_training_is_each_model_trained_alone():
 
     for j, a in enumerate((0.03, 0.1)):
         mse, o = train(a)
-        # the same numbers under the suite's XLA flags (conftest); 1.1e-16 apart on the overlaps with
-        # the chapters' (SLR_TEST_XLA_OPT=1 SLR_TEST_UNROLL=1), measured
+        # the same numbers under the suite's XLA flags (conftest); 1.1e-16 apart on the overlaps
+        # under the chapters' XLA flags (SLR_TEST_XLA_OPT=1 SLR_TEST_UNROLL=1), measured
         np.testing.assert_allclose(res["att"][j], mse, rtol=1e-12)
         np.testing.assert_allclose(res["o"][:, j], o, rtol=0, atol=1e-14)
         # controls: a step size 1% off (2.7e-3 and 5.5e-3 apart at the logs, relative) and the
