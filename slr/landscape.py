@@ -263,8 +263,8 @@ def swap_deviation(kappa, nu, theta, eta, rho, *, lam, gamma, d):
     under the sign symmetries (theta eta > 0), all five overlaps read: an array of shape (3, ...)
     with max(|kappa|, |nu|, |rho|), |theta - sign(eta) theta*(lam)| (:func:`swap_theta`) and
     |1 - |eta|| (|eta| may exceed 1 by round-off). All three are 0 at the point; :func:`classify`
-    calls a point role-swapped when they are within its tolerance (and |theta| as well as theta*
-    exceeds it)."""
+    calls a point role-swapped when they are within its tolerance (provided theta*(lam) > tol, so
+    that |theta - sign(eta) theta*| <= tol implies theta eta > 0)."""
     o = [np.asarray(x, dtype=float) for x in (kappa, nu, theta, eta, rho)]
     for name, val in zip(NAMES, o):
         check_interval(name, val, -1.0, 1.0, atol=1e-9)
