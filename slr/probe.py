@@ -145,6 +145,8 @@ def probe_fit(states: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]
     (:func:`slr.cache.memoized`) on *all* its inputs: every array of ``states`` and ``labels`` by its
     bytes (so another shuffle of the training labels is another result), ``train``, ``C``,
     ``max_iter``, ``layers`` and the code. Takes one more keyword, ``use_cache``."""
+    if train not in states:        # before reading its shape: the same error as probe_accuracies
+        raise ValueError(f"train={train!r} is not one of the sets {list(states)}")
     n_all = states[train].shape[1]
     layers = list(range(n_all)) if layers is None else layers
     return probe_accuracies(states, labels, train=train, C=C, max_iter=max_iter, layers=layers,

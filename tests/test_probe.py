@@ -355,3 +355,5 @@ def test_probe_fit_is_the_probe_at_given_layers_memoised_on_its_labels(tmp_path,
     for bad in ([3], [-1], []):
         with pytest.raises(ValueError, match="layers"):
             probe.probe_accuracies(states, labels, layers=bad)
+    with pytest.raises(ValueError, match="train"):       # a missing train set, before its shape is read
+        probe.probe_fit(states, labels, train="missing", layers=[2, 0])
