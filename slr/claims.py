@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = ["ClaimError", "Test", "close", "below", "above", "between", "at_least", "at_most",
-           "abs_below", "wilson", "newcombe", "fisher_greater", "fisher_power", "trend_power", "start",
+           "abs_below", "normal_tail", "wilson", "newcombe", "fisher_greater", "fisher_power", "trend_power", "start",
            "stop", "current_chapter", "check", "claims_dir", "load", "Claim"]
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -111,6 +111,21 @@ def abs_below(x) -> Test:
     if x <= 0:
         raise ValueError(f"x must be > 0, got {x!r}")
     return Test(f"|value| < {x:.6g}", lambda v: np.abs(v) < x)
+
+
+def normal_tail(z: float, n: int = 1, *, sides: int = 2) -> float:
+    """Union bound on the chance that any of ``n`` standard normal z-scores lies beyond ``z``: ``n``
+    times P(|Z| > z) = erfc(z / sqrt 2) (``sides=2``) or P(Z > z) = erfc(z / sqrt 2) / 2 (``sides=1``).
+    It is the error rate of a check that fails when some of n Gaussian-jittered readings of a true claim
+    stray ``z`` standard deviations; it may exceed 1 (then it bounds nothing)."""
+    z = _finite("z", z)
+    if z <= 0:
+        raise ValueError(f"z must be > 0, got {z!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    if sides not in (1, 2):
+        raise ValueError(f"sides must be 1 or 2, got {sides!r}")
+    return float(n * math.erfc(z / math.sqrt(2)) * sides / 2)
 
 
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:

@@ -101,6 +101,23 @@ def test_check_before_start_is_refused(monkeypatch):
         square_close_to_four()
 
 
+def test_normal_tail_is_the_gaussian_union_bound():
+    # P(|Z| > 1.959964) = 0.05 and P(Z > 1.644854) = 0.05, from scipy's normal quantiles
+    from scipy.stats import norm
+    assert claims.normal_tail(norm.ppf(0.975)) == pytest.approx(0.05, rel=1e-12)
+    assert claims.normal_tail(norm.ppf(0.95), sides=1) == pytest.approx(0.05, rel=1e-12)
+    assert claims.normal_tail(4.0, 30) == pytest.approx(30 * 2 * norm.sf(4.0), rel=1e-12)
+    # simulated: the share of 200 000 draws of 5 z-scores with one beyond 2.5 is below the bound
+    z = np.random.default_rng(0).standard_normal((200_000, 5))
+    share = (np.abs(z) > 2.5).any(axis=1).mean()
+    assert share <= claims.normal_tail(2.5, 5) and share > 0.8 * claims.normal_tail(2.5, 5)
+    for bad in ({"z": 0.0}, {"z": float("nan")}, {"z": 3.0, "n": 0}, {"z": 3.0, "n": 2.5},
+                {"z": 3.0, "sides": 3}):
+        z0 = bad.pop("z")
+        with pytest.raises(ValueError):
+            claims.normal_tail(z0, **bad)
+
+
 def test_wilson_interval_known_values():
     # 0 of 10: the upper end is z^2 / (n + z^2) = 3.8415 / 13.8415
     lo, hi = claims.wilson(0, 10)
