@@ -41,10 +41,11 @@ def test_train_diag_mlp_tied_learns():
 def test_train_diag_mlp_float32_draws():
     """dtype=float32 draws the batches' Gaussians in float32 (used in float64): another stream than the
     float64 draws' (JAX draws each dtype from its own bits), of the same law up to the float32 resolution.
-    The dtype may be given as a NumPy type or a name (the same run); both runs learn."""
-    ks, vs = task.sample_oracle(jax.random.key(0), 6)
-    run = dict(L=3, gamma=math.sqrt(0.5), eps=0.1, width=4, lr=1e-2, steps=50, batch=16, log_every=25,
-               n_test=200)
+    The dtype may be given as a NumPy type or a name (the same run); both runs learn. (The setting of the test
+    above: its float64 program serves here.)"""
+    ks, vs = task.sample_oracle(jax.random.key(0), 8)
+    run = dict(L=3, gamma=math.sqrt(0.5), eps=0.1, width=8, lr=1e-2, steps=200, batch=32, log_every=100,
+               n_test=500)
     f64 = baselines.train_diag_mlp(jax.random.key(1), jax.random.key(2), ks, vs, **run)
     f32 = baselines.train_diag_mlp(jax.random.key(1), jax.random.key(2), ks, vs, dtype=np.float32, **run)
     again = baselines.train_diag_mlp(jax.random.key(1), jax.random.key(2), ks, vs, dtype="float32", **run)
@@ -59,10 +60,11 @@ def test_train_activations_logs_the_five_overlaps():
     """The five overlaps of every run are logged, <k, v> (rho) included: at step 0 they are those of the
     uniform starts, and at every step they are the Gram entries of unit vectors (k*, v*, k, v), a
     positive semidefinite matrix; a run's rho is not one of the four overlaps with the oracle."""
-    names, d, R, seed = ("erf", "relu"), 6, 3, 4
+    # (erf and linear, batch 4, 1000 test samples: the compiled program of the next test, which reuses it)
+    names, d, R, seed = ("erf", "linear"), 6, 3, 4
     out = baselines.train_activations(names, [0.5, 0.3], d=d, L=3, gamma=math.sqrt(0.5), eps=0.1,
-                                      alpha=0.05, steps=20, batch=8, repeats=R, log_every=10, seed=seed,
-                                      n_test=50, use_cache=False)
+                                      alpha=0.05, steps=20, batch=4, repeats=R, log_every=10, seed=seed,
+                                      n_test=1000, use_cache=False)
     ks, vs = task.sample_oracle(jax.random.key(seed), d)
     k0, v0 = (np.asarray(a[:, 0]) for a in pgd.init_sphere(jax.random.key(seed + 1), d, R, H=1))
     want = {"kappa": k0 @ ks, "nu": v0 @ vs, "theta": v0 @ ks, "eta": k0 @ vs, "rho": np.sum(k0 * v0, -1)}

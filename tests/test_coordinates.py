@@ -11,6 +11,11 @@ from slr import coordinates as CO, pgd as P, sgd as S, task
 
 GAMMA = math.sqrt(0.5)
 
+# The traceable kernels, jitted as slr.coordinates.core runs them: one compiled program each instead of one
+# per eager operation of their unrolled loops (most of this file's small programs)
+_orthonormalise, _setup, _cholesky = jax.jit(CO.orthonormalise), jax.jit(CO.setup), jax.jit(CO._cholesky)
+_reframe = jax.jit(CO.reframe, static_argnums=2)
+
 
 def test_orthonormalise_spans_the_vectors_and_completes_a_degenerate_set():
     """Orthonormal rows whose span holds the vectors; a vector in the span already (here the sum of two
@@ -20,13 +25,13 @@ def test_orthonormalise_spans_the_vectors_and_completes_a_degenerate_set():
     x = x.at[3].set(x[0] + 2 * x[1])
     basis = jnp.eye(9, dtype=jnp.float64)[:2]
     fb = jax.random.normal(jax.random.key(1), (4, 9), dtype=jnp.float64)
-    B = np.asarray(CO.orthonormalise(x, basis, fb))
+    B = np.asarray(_orthonormalise(x, basis, fb))
     np.testing.assert_allclose(B @ B.T, np.eye(4), atol=1e-13)
     np.testing.assert_allclose(B @ np.asarray(basis).T, 0.0, atol=1e-13)
     full = np.concatenate([np.asarray(basis), B])
     resid = np.asarray(x) - (np.asarray(x) @ full.T) @ full
     assert np.max(np.abs(resid)) < 1e-12
-    bad = np.asarray(CO.orthonormalise(x, basis, jnp.zeros_like(fb)))
+    bad = np.asarray(_orthonormalise(x, basis, jnp.zeros_like(fb)))
     assert not np.all(np.isfinite(bad[3])) or abs(np.linalg.norm(bad[3]) - 1) > 0.5
 
 
@@ -36,7 +41,7 @@ def test_setup_keeps_every_inner_product():
     d, H, n = 20, 2, 2
     ks, vs = task.sample_oracle_multi(jax.random.key(2), d, n)
     k0, v0 = (x[0] for x in P.init_sphere(jax.random.key(3), d, 1, H=H))
-    k, v, ksc, vsc, B = (np.asarray(a) for a in CO.setup(k0, v0, ks, vs))
+    k, v, ksc, vsc, B = (np.asarray(a) for a in _setup(k0, v0, ks, vs))
     V = np.concatenate([np.asarray(x) for x in (ks, vs, k0, v0)])
     C = np.concatenate([ksc, vsc, k, v])
     np.testing.assert_allclose(C @ C.T, V @ V.T, atol=1e-13)
@@ -52,10 +57,10 @@ def test_cholesky_factor_of_full_rank_and_singular_matrices():
         M = jnp.asarray(M)
         if M.shape != (4, 4):  # rank 2, embedded
             M = jnp.zeros((4, 4)).at[:2, :2].set(M).at[2:, 2:].set(0.0)
-        C = np.asarray(CO._cholesky(M))
+        C = np.asarray(_cholesky(M))
         assert np.all(np.isfinite(C)) and np.allclose(np.triu(C, 1), 0.0)
         np.testing.assert_allclose(C @ C.T, np.asarray(M), atol=1e-10)
-    C = np.asarray(CO._cholesky(a.T @ a + jnp.eye(4)))
+    C = np.asarray(_cholesky(a.T @ a + jnp.eye(4)))
     assert np.max(np.abs(C @ C.T - np.asarray(a.T @ a))) > 0.5
 
 
@@ -65,7 +70,7 @@ def test_reframe_keeps_the_gram_matrix():
     n, H = 2, 2
     x = jax.random.normal(jax.random.key(5), (2 * H, 2 * n + 4 * H), dtype=jnp.float64)
     k, v = x[:H], x[H:]
-    k2, v2 = (np.asarray(a) for a in CO.reframe(k, v, n))
+    k2, v2 = (np.asarray(a) for a in _reframe(k, v, n))
     A, B = np.asarray(x), np.concatenate([k2, v2])
     assert B.shape == (2 * H, 2 * n + 2 * H)
     np.testing.assert_allclose(B @ B.T, A @ A.T, atol=1e-12)
@@ -78,7 +83,7 @@ def test_draws_are_float32_gaussians_used_in_float64():
     draws); Bartlett's diagonal (chi^2 variates) is not rounded to float32. Control: float64 normals are
     not float32 values."""
     L, B, D, H, d, n = 10, 5, 8, 2, 80, 2
-    draws = jax.vmap(lambda k: CO.noise(k, L, B, D, H, d, n))(jax.random.split(jax.random.key(9), 700))
+    draws = jax.jit(jax.vmap(lambda k: CO.noise(k, L, B, D, H, d, n)))(jax.random.split(jax.random.key(9), 700))
     z = np.concatenate([np.asarray(x).reshape(700, -1) for x in draws[:4]], axis=1).ravel()
     T = np.asarray(draws[4])
     as32 = lambda x: x.astype(np.float32).astype(np.float64)

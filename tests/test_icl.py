@@ -91,7 +91,10 @@ def test_relu_step_matches_monte_carlo():
 
 
 def test_gd_start_is_a_one_step_gd_layer():
-    out = icl_train.train_lsa(jax.random.key(0), cov=np.eye(3), n=5, steps=1, batch=4, lr=1e-14, init="gd", repeats=2)
+    # (lr 1e-20, below the round-off of the start: the start's layer after 30 steps of batch 16, the program of
+    # one start in the test below)
+    out = icl_train.train_lsa(jax.random.key(0), cov=np.eye(3), n=5, steps=30, batch=16, lr=1e-20, init="gd",
+                              repeats=2)
     A, res = icl.effective_preconditioner(out)
     assert np.all(np.asarray(res) < 1e-12)
     for a in np.asarray(A):   # p_y Q_x = 0.1^2 Theta Theta^T / |Theta Theta^T|: symmetric, PSD, norm 0.01

@@ -115,11 +115,16 @@ def test_float32_draws_are_fresh_draws_in_float32(small):
     out = {dr: S.train(jax.random.key(56), k0, v0, ks[None], vs[None], draws=dr, **kw)
            for dr in ("float32", "float64")}
     _, streams = S.batch_keys(jax.random.key(56), 3)
-    X, y, _ = task.assemble(S.fresh_draws(streams[0], 0, batch=4, L=4, d=8, dtype=jnp.float32),
-                            ks[None], vs[None], gamma=GAMMA, eps=0.1)
+
+    @jax.jit
+    def by_hand(k, v):  # Definition 1 on the float32 batch, written out (one program)
+        X, y, _ = task.assemble(S.fresh_draws(streams[0], 0, batch=4, L=4, d=8, dtype=jnp.float32),
+                                ks[None], vs[None], gamma=GAMMA, eps=0.1)
+        loss = lambda a, b: jnp.mean(jnp.square(y - predictors.attention_erf(X, a, b, 0.8)))
+        return X, P.projected_step(k, v, *jax.grad(loss, argnums=(0, 1))(k, v), 0.3)[0]
+
+    X, k1 = by_hand(k0[0, 0], v0[0, 0])
     assert X.dtype == jnp.float64
-    loss = lambda a, b: jnp.mean(jnp.square(y - predictors.attention_erf(X, a, b, 0.8)))
-    k1, _ = P.projected_step(k0[0, 0], v0[0, 0], *jax.grad(loss, argnums=(0, 1))(k0[0, 0], v0[0, 0]), 0.3)
     np.testing.assert_allclose(out["float32"].k[0, 0], k1, atol=1e-14)
     assert np.max(np.abs(out["float64"].k[0, 0] - k1)) > 1e-6
     with pytest.raises(ValueError, match="draws"):
@@ -206,26 +211,40 @@ def test_train_shape_validation(small):
         S.train(jax.random.key(0), k0, v0, ks, vs, sampler="reduced", predictor="relu", **KW)
 
 
+def _unrolling_setting(small, sampler):
+    if sampler == "full":
+        (k0, v0), ks, vs = small["one"], small["ks"][None], small["vs"][None]
+        return k0, v0, ks, vs, dict(KW, steps=122, log_every=61, sampler=sampler)
+    ks, vs = (x[None] for x in task.sample_oracle(jax.random.key(10), 20))
+    k0, v0 = (x[:, None] for x in P.init_sphere(jax.random.key(11), 20, 3))
+    return k0, v0, ks, vs, dict(DECREASE, steps=305, log_every=61, sampler=sampler)
+
+
+@pytest.fixture(scope="module")
+def rolled_runs(small):
+    """The rolled runs of both samplers, made before the first test below clears the compiled programs."""
+    out = {}
+    for smp in ("full", "reduced"):
+        k0, v0, ks, vs, kw = _unrolling_setting(small, smp)
+        out[smp] = S.train(jax.random.key(64), k0, v0, ks, vs, **kw)
+    return out
+
+
 @pytest.mark.parametrize("sampler", ["full", "reduced"])
-def test_chapters_unrolling_is_the_rolled_loop(small, monkeypatch, sampler):
+def test_chapters_unrolling_is_the_rolled_loop(small, rolled_runs, monkeypatch, sampler):
     """The suite rolls the step loops (conftest: half the compilation time); the chapters unroll them
     (slr.sgd._UNROLL = 4): the same iterates. Chunks of 61 steps (the chunk length is traced, so the
     rolled programs are those of the tests above: KW's two logs for the full sampler, the five logs of
-    test_sgd_decreases_excess_risk for the reduced one) run the unrolled loop and its remainder (full),
-    the 50-step noise block and the rest (reduced). The compiled programs differ, so they may round
+    test_sgd_decreases_excess_risk for the reduced one; both rolled runs are made before the first
+    clear_cache below, which drops every compiled program of the trainer) run the unrolled loop and its
+    remainder (full), the 50-step noise block and the rest (reduced). The compiled programs differ, so they may round
     differently (measured: 3e-13 on kappa after 122 steps of the full sampler, 4e-16 on every field after 305
     of the reduced one); a step that read another step's batch or skipped one would change the iterates by ~1e-1."""
     from conftest import CHAPTER_UNROLL
     name, unroll = CHAPTER_UNROLL[S.__name__]
     assert unroll > 1
-    if sampler == "full":
-        (k0, v0), ks, vs = small["one"], small["ks"][None], small["vs"][None]
-        kw = dict(KW, steps=122, log_every=61, sampler=sampler)
-    else:
-        ks, vs = (x[None] for x in task.sample_oracle(jax.random.key(10), 20))
-        k0, v0 = (x[:, None] for x in P.init_sphere(jax.random.key(11), 20, 3))
-        kw = dict(DECREASE, steps=305, log_every=61, sampler=sampler)
-    rolled = S.train(jax.random.key(64), k0, v0, ks, vs, **kw)
+    k0, v0, ks, vs, kw = _unrolling_setting(small, sampler)
+    rolled = rolled_runs[sampler]
     monkeypatch.setattr(S, name, unroll)
     S._core.clear_cache()  # the unrolling is read when tracing: trace again
     try:
