@@ -156,3 +156,36 @@ def test_exercises_and_solutions_are_closed(path):
     else:
         text = path.read_text()
     assert _gate_errors(text) == [], f"{path.name}: {_gate_errors(text)}"
+
+
+MAX_SHOWN_LINES = 15   # issue 12: a cell a reader sees does one thing; plumbing goes to hidden cells
+_HIDDEN = {"remove-cell", "remove-input"}
+
+
+def _long_shown_cells(cells, limit=MAX_SHOWN_LINES):
+    """(index, lines) of the code cells a reader sees (not tagged remove-cell or remove-input) with
+    more than ``limit`` lines, trailing blank lines not counted."""
+    out = []
+    for i, c in enumerate(cells):
+        if c["cell_type"] != "code" or _HIDDEN & set(c.get("metadata", {}).get("tags", [])):
+            continue
+        n = len("".join(c["source"]).rstrip("\n").split("\n"))
+        if n > limit:
+            out.append((i, n))
+    return out
+
+
+def test_long_cell_check_can_fail():
+    """Control: a shown cell of 16 lines is found; the same cell hidden, or of 15 lines, is not."""
+    cell = lambda n, tags=(): {"cell_type": "code", "metadata": {"tags": list(tags)},
+                               "source": [f"x{i} = {i}\n" for i in range(n)]}
+    assert _long_shown_cells([cell(15), cell(16)]) == [(1, 16)]
+    assert _long_shown_cells([cell(16, ["remove-cell"]), cell(16, ["remove-input"])]) == []
+    assert _long_shown_cells([cell(16, ["hide-input"])]) == [(0, 16)]   # folded, still shown
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_shown_cells_are_short(path):
+    """Every code cell a reader sees has at most MAX_SHOWN_LINES lines."""
+    long_ = _long_shown_cells(json.loads(path.read_text())["cells"])
+    assert not long_, f"{path.name}: shown cells (index, lines) over {MAX_SHOWN_LINES}: {long_}"
