@@ -7,7 +7,8 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.predictors`  the oracle argmax (Eq. 1), softmax (Eq. 2) and erf (Eq. 3) predictors; sums of heads (Eq. 31)
 - :mod:`slr.gaussian`    Gaussian-erf identities: phi, zeta (Owen's T) and their derivatives (Lemma 18)
 - :mod:`slr.overlaps`    the five overlaps (Section 3), distance to M, the 4-D frame, vectors with given overlaps
-- :mod:`slr.risk`        closed-form risks: Prop. 15, Theorem 1, Prop. 3; Monte Carlo risk
+- :mod:`slr.risk`        the erf predictor's closed-form risk: Prop. 15 (off M), Lemma 6 (on M), Theorem 1
+- :mod:`slr.other_risks` the other predictors' risks: Prop. 3 (linear), affine, linear and softmax attention, Eq. (31)
 - :mod:`slr.pgd`         exact projected gradient descent (Definition 1), batched over starts and per-run parameters
 - :mod:`slr.sgd`         THE stochastic PGD trainer: any predictor, H heads, n_loc locations (Figures 5 and 9)
 - :mod:`slr.reduced`     the exact-in-law reduced samplers: one head (Figure 5), H erf heads with the heads in R^d

@@ -272,3 +272,32 @@ def check_probs(name: str, value, L: int):
     if abs(p.sum() - 1.0) > 1e-9:
         raise ValueError(f"{name} must sum to 1, got sum {p.sum()!r}")
     return p
+
+
+def as_float_array(name, val, accepted):
+    """``val`` as a float array; ValueError naming ``name`` and what is ``accepted`` if it is not one."""
+    try:
+        return np.asarray(val, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {accepted}, got {val!r}") from None
+
+
+def check_risk_args(lam, gamma, d, L, eps):
+    """The arguments every closed-form risk shares: lam and gamma > 0 (arrays allowed), eps >= 0, d >= 1
+    (None: not used) and L an integer >= 1; traced values (inside jit) are not checked."""
+    check_positive_array("lam", lam)
+    check_positive_array("gamma", gamma)
+    if not is_traced(eps):
+        arr = as_float_array("eps", eps, ">= 0 and finite")
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            raise ValueError(f"eps must be >= 0 and finite, got {eps!r}")
+    if d is not None and not is_traced(d):
+        arr = as_float_array("d", d, "a finite number >= 1")
+        if (not np.all(np.isfinite(arr)) or np.any(arr < 1) or isinstance(d, (bool, np.bool_))
+                or np.asarray(d).dtype == bool):
+            raise ValueError(f"d must be a finite number >= 1, got {d!r}")
+    if not is_traced(L):
+        farr = as_float_array("L", L, "an integer >= 1")
+        if (not np.all(np.isfinite(farr)) or np.any(farr < 1) or np.any(farr != np.round(farr))
+                or np.asarray(L).dtype == bool):
+            raise ValueError(f"L must be an integer >= 1, got {L!r}")
