@@ -39,6 +39,14 @@ def _scalar(name, value):
     return x
 
 
+def check_finite(name: str, value) -> float:
+    """``value`` as a finite float (a real scalar, not traced); ValueError naming ``name`` otherwise."""
+    x = _scalar(name, value)
+    if x is None:
+        raise ValueError(f"{name} must be a concrete number, got a traced value")
+    return x
+
+
 def check_int(name: str, value, lo: int = 1, hi: int | None = None) -> int:
     """An integer in [lo, hi] (hi=None: no upper bound). Booleans and non-integral floats are refused."""
     ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -1,0 +1,97 @@
+"""The statistics of the book's "k of n" statements and of its checks' error rates: the Wilson and
+Newcombe intervals, Fisher's exact test and its power, the power of a Kendall trend test, and the
+Gaussian union bound. :mod:`slr.claims` re-exports them (chapters call ``claims.wilson``)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from slr._validate import check_finite
+
+__all__ = ["normal_tail", "wilson", "newcombe", "fisher_greater", "fisher_power", "trend_power"]
+
+
+def normal_tail(z: float, n: int = 1, *, sides: int = 2) -> float:
+    """Union bound on the chance that any of ``n`` standard normal z-scores lies beyond ``z``: ``n``
+    times P(|Z| > z) = erfc(z / sqrt 2) (``sides=2``) or P(Z > z) = erfc(z / sqrt 2) / 2 (``sides=1``).
+    It is the error rate of a check that fails when some of n Gaussian-jittered readings of a true claim
+    stray ``z`` standard deviations; it may exceed 1 (then it bounds nothing)."""
+    z = check_finite("z", z)
+    if z <= 0:
+        raise ValueError(f"z must be > 0, got {z!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    if sides not in (1, 2):
+        raise ValueError(f"sides must be 1 or 2, got {sides!r}")
+    return float(n * math.erfc(z / math.sqrt(2)) * sides / 2)
+
+
+def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval for a proportion k of n (95% by default): for "k of n runs" statements."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
+        raise ValueError(f"k must be an integer in [0, n={n}], got {k!r}")
+    z = check_finite("z", z)
+    p, z2 = k / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    lo = 0.0 if k == 0 else max(0.0, centre - half)  # exact ends: no round-off past k/n
+    hi = 1.0 if k == n else min(1.0, centre + half)
+    return lo, hi
+
+
+def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Newcombe's hybrid score interval for a difference of proportions p1 - p2 (k1 of n1 against k2 of
+    n2, independent; 95% by default): from the :func:`wilson` intervals (l1, u1), (l2, u2) of the two,
+    p1 - p2 - sqrt((p1 - l1)^2 + (u2 - p2)^2) to p1 - p2 + sqrt((u1 - p1)^2 + (p2 - l2)^2) (Newcombe 1998,
+    Statistics in Medicine 17, 873-890, method 10): for "more runs at one setting than at another"."""
+    (l1, u1), (l2, u2) = wilson(k1, n1, z), wilson(k2, n2, z)  # (validates k1, n1, k2, n2 and z)
+    p1, p2 = k1 / n1, k2 / n2
+    return p1 - p2 - math.hypot(p1 - l1, u2 - p2), p1 - p2 + math.hypot(u1 - p1, p2 - l2)
+
+
+def fisher_greater(k1: int, n1: int, k0: int, n0: int) -> float:
+    """One-sided Fisher exact p-value that k1 of n1 runs are more often a success than k0 of n0."""
+    from scipy.stats import fisher_exact
+    for k, n in ((k1, n1), (k0, n0)):
+        wilson(k, n)  # raises ValueError for a k or n that is not a count of runs
+    return float(fisher_exact([[k1, n1 - k1], [k0, n0 - k0]], alternative="greater").pvalue)
+
+
+def fisher_power(n: int, p1: float, p0: float, alpha: float) -> float:
+    """Probability that :func:`fisher_greater` on two variants of n runs each, with true success rates
+    p1 and p0, falls below alpha (exact: a sum over all (n+1)^2 outcomes)."""
+    from scipy.stats import binom
+    wilson(0, n)  # raises ValueError unless n is an integer >= 1
+    for name, x in (("p1", p1), ("p0", p0), ("alpha", alpha)):
+        if not 0 <= check_finite(name, x) <= 1:
+            raise ValueError(f"{name} must be in [0, 1], got {x!r}")
+    ks = np.arange(n + 1)
+    hit = np.array([[fisher_greater(a, n, b, n) < alpha for b in ks] for a in ks])
+    return float(binom.pmf(ks, n, p1) @ hit @ binom.pmf(ks, n, p0))
+
+
+def trend_power(levels, shares, n: int, alpha: float, *, alternative: str = "greater", sims: int = 1000,
+                seed: int = 0) -> float:
+    """Probability that the one-sided Kendall tau test of a success against its level (``scipy.stats.
+    kendalltau``, ``alternative`` "greater" or "less") falls below alpha, for n runs at each of the
+    ``levels`` with true success rates ``shares`` (one per level): the share of ``sims`` simulated sets
+    of runs (seeded) in which it does."""
+    from scipy.stats import kendalltau
+    wilson(0, n)  # raises ValueError unless n is an integer >= 1
+    wilson(0, sims)
+    levels, shares = np.asarray(levels, dtype=float), np.asarray(shares, dtype=float)
+    if levels.ndim != 1 or shares.shape != levels.shape or levels.size < 2:
+        raise ValueError(f"levels and shares must be two 1-D arrays of one length >= 2, got shapes "
+                         f"{levels.shape} and {shares.shape}")
+    if not np.all((shares >= 0) & (shares <= 1)):
+        raise ValueError(f"shares must be in [0, 1], got {shares!r}")
+    if not 0 < check_finite("alpha", alpha) < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    if alternative not in ("greater", "less"):
+        raise ValueError(f"alternative must be 'greater' or 'less', got {alternative!r}")
+    x = np.repeat(levels, n)
+    runs = np.random.default_rng(seed).random((sims, levels.size, n)) < shares[:, None]
+    return float(np.mean([kendalltau(x, r.ravel(), alternative=alternative).pvalue < alpha for r in runs]))
