@@ -31,7 +31,7 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.landscape`   the risk off the manifold: the role-swapped stationary point, lambda_c(d)
 - :mod:`slr.montecarlo`  the one Monte Carlo risk estimator (batched over points and lambda)
 - :mod:`slr.claims`      checked claims with negative controls (the book's claims ledger)
-- :mod:`slr.stats`       Wilson and Newcombe intervals, Fisher's test and its power, the Gaussian union bound
+- :mod:`slr.stats`       Wilson and Newcombe intervals, Fisher's test and its power, a trend test's power, the union bound
 - :mod:`slr.exercises`   self-checking exercises: check(label, answer) says right or wrong
 - :mod:`slr.checker`     an answer compared with a reference within a tolerance (the exercises' checkers)
 - :mod:`slr.cache`       on-disk memoisation of expensive results, keyed by configuration and code

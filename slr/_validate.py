@@ -16,7 +16,7 @@ __all__ = [
     "check_orthogonal", "check_key", "is_traced",
     "check_lam", "check_run", "check_unit_rows", "check_positive_array", "check_probs", "check_oracle",
     "check_vectors", "check_float_dtype",
-    "check_per_run",
+    "check_per_run", "check_finite", "as_float_array", "check_risk_args",
 ]
 
 

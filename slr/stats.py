@@ -15,8 +15,9 @@ __all__ = ["normal_tail", "wilson", "newcombe", "fisher_greater", "fisher_power"
 def normal_tail(z: float, n: int = 1, *, sides: int = 2) -> float:
     """Union bound on the chance that any of ``n`` standard normal z-scores lies beyond ``z``: ``n``
     times P(|Z| > z) = erfc(z / sqrt 2) (``sides=2``) or P(Z > z) = erfc(z / sqrt 2) / 2 (``sides=1``).
-    It is the error rate of a check that fails when some of n Gaussian-jittered readings of a true claim
-    stray ``z`` standard deviations; it may exceed 1 (then it bounds nothing)."""
+    It bounds the error rate of a check that fails when any of n Gaussian-jittered readings of a true claim
+    strays beyond ``z`` standard deviations (a union bound, exact for n = 1); it may exceed 1 (then it bounds
+    nothing)."""
     z = check_finite("z", z)
     if z <= 0:
         raise ValueError(f"z must be > 0, got {z!r}")

@@ -10,17 +10,17 @@ Compilation, not arithmetic, is most of this suite's time (a cold run compiles a
 most of them small eager operations). The tests therefore ask XLA:CPU for its cheapest code generation
 (``_FAST_COMPILE``: LLVM at -O0, the classic fusion emitters), which halves the compilation time. The
 source under test and the IEEE semantics are the same (no fast-math), but the compiled code may round
-differently in the last bit (measured: <= 1e-14 on every output compared, /work/cmp/tests_prof), so no test
-may compare against arrays computed by another process with other flags. ``SLR_TEST_XLA_OPT=1`` keeps
+differently in the last bit (measured: <= 1e-14 on every output compared), so no test may compare
+against arrays computed by another process with other flags. ``SLR_TEST_XLA_OPT=1`` keeps
 XLA's default optimisation (e.g. to time the chapters' configuration). ``_FAST_COMPILE`` also asks LLVM to
 emit each program as one module (``--xla_cpu_parallel_codegen_split_count=1``; by default XLA:CPU splits it
 into modules compiled on several threads): less CPU for the same programs, since the suite's two workers
 already keep both cores busy (measured 2026-11-29, cold, pairs in alternation beside other jobs, load 2.5
 to 6: test_risk.py with test_pgd.py 34.4 and 33.7 s of CPU against 30.8 and 31.2; test_transformer.py
 with test_predictors.py 23.9 and 23.4 against 22.6 and 22.0; test_experiments.py 19.2 and 19.0 against
-18.1 and 16.8). It too changes
-the last bits of some results (trajectories of 40 stochastic steps: up to 1e-9 after the dynamics amplify
-them), within the process only: the tests compare numbers computed under the same flags.
+18.1 and 16.8). It too changes the last bits of some results (trajectories of 40 stochastic steps: up to
+1e-9 after the dynamics amplify them), within the process only: the tests compare numbers computed under
+the same flags.
 
 For the same reason the suite traces the step loops of the trainers without unrolling them
 (``slr.sgd._UNROLL`` and ``slr.pgd.UNROLL``, which ``slr.manifold``'s loop reads, set to 1 by

@@ -164,7 +164,7 @@ _HIDDEN = {"remove-cell", "remove-input"}
 
 def _long_shown_cells(cells, limit=MAX_SHOWN_LINES):
     """(index, lines) of the code cells a reader sees (not tagged remove-cell or remove-input) with
-    more than ``limit`` lines, trailing blank lines not counted."""
+    more than ``limit`` lines, trailing newlines not counted."""
     out = []
     for i, c in enumerate(cells):
         if c["cell_type"] != "code" or _HIDDEN & set(c.get("metadata", {}).get("tags", [])):
@@ -176,7 +176,8 @@ def _long_shown_cells(cells, limit=MAX_SHOWN_LINES):
 
 
 def test_long_cell_check_can_fail():
-    """Control: a shown cell of 16 lines is found; the same cell hidden, or of 15 lines, is not."""
+    """Control: a shown cell of 16 lines is found, folded (hide-input) or not; the same cell
+    removed (remove-cell, remove-input), or of 15 lines, is not."""
     cell = lambda n, tags=(): {"cell_type": "code", "metadata": {"tags": list(tags)},
                                "source": [f"x{i} = {i}\n" for i in range(n)]}
     assert _long_shown_cells([cell(15), cell(16)]) == [(1, 16)]

@@ -11,8 +11,8 @@ from slr import coordinates as CO, pgd as P, sgd as S, task
 
 GAMMA = math.sqrt(0.5)
 
-# The traceable kernels, jitted as slr.coordinates.core runs them: one compiled program each instead of one
-# per eager operation of their unrolled loops (most of this file's small programs)
+# The traceable kernels, jitted (they run inside the jitted slr.coordinates.core): one compiled program
+# each instead of one per eager operation of their unrolled loops (most of this file's small programs)
 _orthonormalise, _setup, _cholesky = jax.jit(CO.orthonormalise), jax.jit(CO.setup), jax.jit(CO._cholesky)
 _reframe = jax.jit(CO.reframe, static_argnums=2)
 

@@ -29,8 +29,9 @@ def test_configs_match_the_paper():
 
 def test_run_small_override(tmp_path, monkeypatch):
     monkeypatch.setenv("SLR_CACHE_DIR", str(tmp_path))
-    # 3 runs and 5 logs: the compiled program of exact PGD that the two tests below reuse (the chunk length
-    # is traced; the number of logs and of runs are not)
+    # 3 runs and 5 logs: the compiled program of exact PGD that test_run_many_gives_the_runs_one_at_a_time
+    # and test_seed_offset_shifts_every_seed reuse (the chunk length is traced; the numbers of logs and of
+    # runs are not)
     tr = E.run("fig7b", steps=400, repeats=3, log_every=100)
     assert tr.kappa.shape == (3, 5) and tr.step[-1] == 400
     assert np.all(np.isfinite(tr.excess_risk))

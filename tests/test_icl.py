@@ -91,8 +91,8 @@ def test_relu_step_matches_monte_carlo():
 
 
 def test_gd_start_is_a_one_step_gd_layer():
-    # (lr 1e-20, below the round-off of the start: the start's layer after 30 steps of batch 16, the program of
-    # one start in the test below)
+    # (lr 1e-20: steps far below the start's round-off, so this reads the start's layer; 30 steps of batch 16
+    # are the program of one start in test_both_starts_in_one_program_are_the_separate_runs)
     out = icl_train.train_lsa(jax.random.key(0), cov=np.eye(3), n=5, steps=30, batch=16, lr=1e-20, init="gd",
                               repeats=2)
     A, res = icl.effective_preconditioner(out)
