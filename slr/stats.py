@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from slr._validate import check_finite
+from slr._validate import check_finite, check_int
 
 __all__ = ["normal_tail", "wilson", "newcombe", "fisher_greater", "fisher_power", "trend_power"]
 
@@ -30,10 +30,8 @@ def normal_tail(z: float, n: int = 1, *, sides: int = 2) -> float:
 
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     """The Wilson score interval for a proportion k of n (95% by default): for "k of n runs" statements."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
-        raise ValueError(f"k must be an integer in [0, n={n}], got {k!r}")
+    n = check_int("n", n)
+    k = check_int("k", k, lo=0, hi=n)
     z = check_finite("z", z)
     p, z2 = k / n, z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
@@ -48,7 +46,9 @@ def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = 1.959963984540054) -
     n2, independent; 95% by default): from the :func:`wilson` intervals (l1, u1), (l2, u2) of the two,
     p1 - p2 - sqrt((p1 - l1)^2 + (u2 - p2)^2) to p1 - p2 + sqrt((u1 - p1)^2 + (p2 - l2)^2) (Newcombe 1998,
     Statistics in Medicine 17, 873-890, method 10): for "more runs at one setting than at another"."""
-    (l1, u1), (l2, u2) = wilson(k1, n1, z), wilson(k2, n2, z)  # (validates k1, n1, k2, n2 and z)
+    n1, n2 = check_int("n1", n1), check_int("n2", n2)
+    k1, k2 = check_int("k1", k1, lo=0, hi=n1), check_int("k2", k2, lo=0, hi=n2)
+    (l1, u1), (l2, u2) = wilson(k1, n1, z), wilson(k2, n2, z)  # (validates z)
     p1, p2 = k1 / n1, k2 / n2
     return p1 - p2 - math.hypot(p1 - l1, u2 - p2), p1 - p2 + math.hypot(u1 - p1, p2 - l2)
 
@@ -56,8 +56,8 @@ def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = 1.959963984540054) -
 def fisher_greater(k1: int, n1: int, k0: int, n0: int) -> float:
     """One-sided Fisher exact p-value that k1 of n1 runs are more often a success than k0 of n0."""
     from scipy.stats import fisher_exact
-    for k, n in ((k1, n1), (k0, n0)):
-        wilson(k, n)  # raises ValueError for a k or n that is not a count of runs
+    n1, n0 = check_int("n1", n1), check_int("n0", n0)
+    k1, k0 = check_int("k1", k1, lo=0, hi=n1), check_int("k0", k0, lo=0, hi=n0)
     return float(fisher_exact([[k1, n1 - k1], [k0, n0 - k0]], alternative="greater").pvalue)
 
 
@@ -65,7 +65,7 @@ def fisher_power(n: int, p1: float, p0: float, alpha: float) -> float:
     """Probability that :func:`fisher_greater` on two variants of n runs each, with true success rates
     p1 and p0, falls below alpha (exact: a sum over all (n+1)^2 outcomes)."""
     from scipy.stats import binom
-    wilson(0, n)  # raises ValueError unless n is an integer >= 1
+    n = check_int("n", n)
     for name, x in (("p1", p1), ("p0", p0), ("alpha", alpha)):
         if not 0 <= check_finite(name, x) <= 1:
             raise ValueError(f"{name} must be in [0, 1], got {x!r}")
@@ -81,8 +81,7 @@ def trend_power(levels, shares, n: int, alpha: float, *, alternative: str = "gre
     ``levels`` with true success rates ``shares`` (one per level): the share of ``sims`` simulated sets
     of runs (seeded) in which it does."""
     from scipy.stats import kendalltau
-    wilson(0, n)  # raises ValueError unless n is an integer >= 1
-    wilson(0, sims)
+    n, sims = check_int("n", n), check_int("sims", sims)
     levels, shares = np.asarray(levels, dtype=float), np.asarray(shares, dtype=float)
     if levels.ndim != 1 or shares.shape != levels.shape or levels.size < 2:
         raise ValueError(f"levels and shares must be two 1-D arrays of one length >= 2, got shapes "

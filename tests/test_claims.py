@@ -162,7 +162,8 @@ def test_newcombe_published_values_and_coverage():
         return float((w * hit).sum())
 
     assert 0.93 < coverage(1.959963984540054) < 0.97 and coverage(1.0) < 0.75
-    for args, name in (((11, 10, 0, 10), "k must"), ((1, 10, 0, 0), "n must"), ((1, 10, 1.5, 10), "k must")):
+    for args, name in (((11, 10, 0, 10), "^k1 must"), ((1, 10, 0, 0), "^n2 must"),
+                       ((1, 10, 1.5, 10), "^k2 must"), ((1, 0, 0, 10), "^n1 must")):
         with pytest.raises(ValueError, match=name):
             claims.newcombe(*args)
 
@@ -181,7 +182,7 @@ def test_trend_power_of_a_kendall_test():
         claims.trend_power(lv, [0.7, 0.5, 0.5, 0.3], 10, 0.01, seed=3)
     for kw, name in (({"shares": [0.5, 1.2, 0.5, 0.5]}, "^shares"), ({"n": 0}, "^n must"),
                      ({"alpha": 1.0}, "^alpha"), ({"alternative": "two"}, "^alternative"),
-                     ({"levels": [1.0]}, "^levels")):
+                     ({"levels": [1.0]}, "^levels"), ({"sims": 0}, "^sims must")):
         args = dict(levels=lv, shares=[0.5] * 4, n=5, alpha=0.05)
         args.update(kw)
         with pytest.raises(ValueError, match=name):
@@ -205,5 +206,9 @@ def test_fisher_greater_and_its_power():
     assert claims.fisher_power(12, 0.3, 0.3, 0.05) <= 0.05 < power
     with pytest.raises(ValueError, match="alpha"):
         claims.fisher_power(12, 0.6, 0.1, 1.5)
-    with pytest.raises(ValueError, match="k"):
-        claims.fisher_greater(21, 20, 1, 20)
+    for args, name in (((21, 20, 1, 20), "^k1 must"), ((1, 20, 1, 0), "^n0 must"),
+                       ((1, 20, -1, 20), "^k0 must")):
+        with pytest.raises(ValueError, match=name):
+            claims.fisher_greater(*args)
+    with pytest.raises(ValueError, match="^n must"):
+        claims.fisher_power(0, 0.6, 0.1, 0.05)
