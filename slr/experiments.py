@@ -239,8 +239,9 @@ def run_many(*requests):
     releases the GIL while it compiles and runs: independent experiments use both cores; the same
     programs and inputs as one at a time, so the same numbers). Each request is a name or a pair
     ``(name, overrides)``; the cache and :func:`slr.cache.bypass` apply to each as in :func:`run`.
-    Not for "fig8" with "fig10": the Transformer's logs take batched SVDs that jaxlib 0.10 may split over
-    XLA's thread pool, and two such programs at once can deadlock (:func:`slr._threads.pool_map`)."""
+    Two programs that each make a batched LAPACK call may deadlock here (:func:`slr._threads.pool_map`):
+    the experiments' factorisations go through :func:`slr._threads.matrix_by_matrix` (the Transformer's
+    SVDs, the oracles' QR of :func:`slr.task.orthonormal_frame`), so "fig8" and "fig10" run together."""
     reqs = [(r, {}) if isinstance(r, str) else (r[0], dict(r[1])) for r in requests]
     for name, overrides in reqs:
         config(name, **{k: v for k, v in overrides.items() if k != "seed"})  # all checked first

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slr._threads import matrix_by_matrix
 from slr._validate import (check_int, check_interval, check_key, check_nonneg, check_orthogonal, check_positive,
                            check_probs, check_unit)
 
@@ -34,13 +35,19 @@ def normal(key, shape, dtype=jnp.float64):
     return jax.random.normal(key, (math.prod(shape),), dtype=dtype).reshape(shape)
 
 
+#: QR one matrix at a time, vmapped or not (slr._threads.matrix_by_matrix: the same numbers): a batch of
+#: oracles drawn under vmap (a Transformer run's setup) never hands jaxlib a batched QR, which it may split over
+#: XLA's thread pool and deadlock when two programs run at once (experiments.run_many of Figures 8 and 10).
+_qr = matrix_by_matrix(jnp.linalg.qr)
+
+
 def orthonormal_frame(key, d: int, m: int):
     """``m`` orthonormal vectors of R^d, uniform (Haar) in distribution: an array of shape (m, d)."""
     check_key("key", key)
     d = check_int("d", d)
     m = check_int("m", m, lo=1, hi=d)
     g = jax.random.normal(key, (d, m), dtype=jnp.float64)
-    q, r = jnp.linalg.qr(g)
+    q, r = _qr(g)
     q = q * jnp.sign(jnp.diag(r))  # Haar measure: fix the signs of the QR factorisation
     return q.T
 
