@@ -1,6 +1,7 @@
 """slr.probe and slr.encoder: the sentence sets of Appendix E.1, the offline encoder loading path and its
 [CLS] states (slr.encoder), the cache round trip (slr.probe)."""
 import json
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -315,6 +316,25 @@ def test_random_direction_aucs_are_roc_aucs_of_random_directions():
             probe.random_direction_aucs(states, labels, bad)
     with pytest.raises(ValueError, match="labels"):
         probe.random_direction_aucs(states, {**labels, "test": np.ones(100)}, [(0, "test")])
+
+
+def test_probe_convergence_is_read_layer_by_layer():
+    """The layers are fitted on two threads: each layer's convergence flag is its own. A layer of
+    constant features converges at once (balanced labels: the intercept 0 is optimal); the noisy and the
+    informative layers need more L-BFGS iterations than 3. No ConvergenceWarning reaches the caller.
+    Control: with enough iterations every layer converges."""
+    rng = np.random.default_rng(2)
+    n, d = 300, 5
+    y = np.repeat([-1, 1], n // 2)
+    x = rng.normal(size=(n, 3, d))
+    x[:, 2, 0] += 2 * y
+    x[:, 1, :] = 1.0                                          # layer 1: constant features
+    states, labels = {"train": x, "test": x[::2]}, {"train": y, "test": y[::2]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        short = probe.probe_accuracies(states, labels, max_iter=3)
+    assert list(short["converged"]) == [False, True, False] and not caught
+    assert probe.probe_accuracies(states, labels)["converged"].all()
 
 
 def test_probe_fit_is_the_probe_at_given_layers_memoised_on_its_labels(tmp_path, monkeypatch):
