@@ -261,3 +261,20 @@ def test_the_authors_figure_10_finals():
     assert by_key(F.transpose(0, 2, 1)) != (0.86, 0.80)
     assert int(np.sum(np.all(F >= 0.5, axis=-1))) == 11
     assert 0 < T.AUTHORS_FIG10_LAST_RISK < 0.05
+
+
+def test_training_program_calls_lapack_matrix_by_matrix():
+    """Figures 8 and 10 train at once on two threads (experiments.run_many): no factorisation in the
+    training program may reach LAPACK as one call on a batch, which jaxlib 0.10 may split over XLA's
+    thread pool and deadlock with another such program (slr._threads.pool_map). Every LAPACK call of
+    the lowered program (the oracles' QR, the logged SVDs) carries no batch dimension. Control: the
+    oracles drawn under vmap with jnp.linalg.qr, as before, are one call on the batch of runs."""
+    import re
+
+    cfg = dataclasses.replace(T.FIGURE_10, steps=20, log_every=10, repeats=3, n_test=8, batch=4)
+    keys = jax.random.split(jax.random.key(0), cfg.repeats)
+    text = TT.program.lower(keys, jax.random.key(1), np.float32(0.0), cfg).as_text()
+    dims = re.findall(r'num_batch_dims = "(\d+)"', text)
+    assert len(dims) >= 3 and set(dims) == {"0"}          # the oracles' QR (two calls), the SVDs
+    old = jax.jit(jax.vmap(lambda k: jnp.linalg.qr(jax.random.normal(k, (cfg.d, 4)))[0]))
+    assert set(re.findall(r'num_batch_dims = "(\d+)"', old.lower(keys).as_text())) == {"1"}
