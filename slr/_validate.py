@@ -1,7 +1,9 @@
 """Argument checks shared by the public functions of :mod:`slr`.
 
 Each check raises ``ValueError`` naming the argument, its value and the accepted range. Checks are
-skipped for abstract (traced) values, so public functions stay usable under ``jax.jit``.
+skipped for abstract (traced) values, so public functions stay usable under ``jax.jit``; the exception is
+:func:`check_finite`, for numbers that must be concrete (the statistics of :mod:`slr.stats`), which
+raises on a traced value.
 """
 from __future__ import annotations
 

@@ -239,9 +239,12 @@ def run_many(*requests):
     releases the GIL while it compiles and runs: independent experiments use both cores; the same
     programs and inputs as one at a time, so the same numbers). Each request is a name or a pair
     ``(name, overrides)``; the cache and :func:`slr.cache.bypass` apply to each as in :func:`run`.
-    Two programs that each make a batched LAPACK call may deadlock here (:func:`slr._threads.pool_map`):
-    the experiments' factorisations go through :func:`slr._threads.matrix_by_matrix` (the Transformer's
-    SVDs, the oracles' QR of :func:`slr.task.orthonormal_frame`), so "fig8" and "fig10" run together."""
+    Two programs that each make a batched LAPACK call large enough for jaxlib to split may deadlock here
+    (:func:`slr._threads.pool_map`). The Transformer's SVDs and the oracles' QR of
+    :func:`slr.task.orthonormal_frame` go through :func:`slr._threads.matrix_by_matrix`, so "fig8" and
+    "fig10" run together. Exact PGD's frame (:func:`slr.overlaps.frame`, one QR per run) is still batched:
+    the pgd chapter runs two such programs at once at the book's sizes (30 runs) and has not hung, but
+    more runs may reach the split."""
     reqs = [(r, {}) if isinstance(r, str) else (r[0], dict(r[1])) for r in requests]
     for name, overrides in reqs:
         config(name, **{k: v for k, v in overrides.items() if k != "seed"})  # all checked first

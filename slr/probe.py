@@ -127,13 +127,14 @@ def probe_accuracies(states: Mapping[str, np.ndarray], labels: Mapping[str, np.n
 
     # The layers' fits on the two cores (pool_map; the numbers of one at a time). catch_warnings is not
     # thread-safe, so one recorder, set up before the threads, notes the layer each ConvergenceWarning
-    # comes from (thread-local).
+    # comes from (thread-local); a warning from a thread that is not fitting a layer here is shown.
     warned, unconverged = threading.local(), set()
     with one_blas_thread(), warnings.catch_warnings():
         warnings.simplefilter("always", ConvergenceWarning)
         show = warnings.showwarning
         warnings.showwarning = lambda message, category, *a, **k: (
-            unconverged.add(warned.layer) if issubclass(category, ConvergenceWarning)
+            unconverged.add(warned.layer)
+            if issubclass(category, ConvergenceWarning) and hasattr(warned, "layer")
             else show(message, category, *a, **k))
         fits = pool_map(fit, fit_layers)
     for row, (layer, per_set) in enumerate(zip(fit_layers, fits)):

@@ -48,7 +48,7 @@ def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = 1.959963984540054) -
     Statistics in Medicine 17, 873-890, method 10): for "more runs at one setting than at another"."""
     n1, n2 = check_int("n1", n1), check_int("n2", n2)
     k1, k2 = check_int("k1", k1, lo=0, hi=n1), check_int("k2", k2, lo=0, hi=n2)
-    (l1, u1), (l2, u2) = wilson(k1, n1, z), wilson(k2, n2, z)  # (validates z)
+    (l1, u1), (l2, u2) = wilson(k1, n1, z), wilson(k2, n2, z)  # (z: finite)
     p1, p2 = k1 / n1, k2 / n2
     return p1 - p2 - math.hypot(p1 - l1, u2 - p2), p1 - p2 + math.hypot(u1 - p1, p2 - l2)
 
