@@ -197,19 +197,22 @@ def risk_at_overlaps(key, points, *, lam, d, gamma, L, eps=0.0, n, predictor="er
 
 
 def least_squares(seed: int, k_star, v_star, *, L: int, gamma, eps=0.0, p=None, n_train: int = 40_000,
-                  n_test: int = 60_000):
+                  n_test: int = 60_000, robust: bool = False):
     """Ordinary least squares of Y on the stacked tokens (L d coefficients, no intercept), fitted on
     ``n_train`` sequences of SLR drawn with ``jax.random.key(seed)`` and tested on ``n_test`` fresh ones
     (``key(seed + 1)``). Returns ``(W, W_se, mse, se)``: the weights (L, d), their standard errors
     (residual variance times the diagonal of the inverse Gram matrix; :func:`sandwich_cov` gives the
-    heteroscedasticity-robust ones), the test mean squared error and its standard error. Compare with
+    heteroscedasticity-robust ones, returned instead with ``robust=True``), the test mean squared error
+    and its standard error. Compare with
     :func:`slr.risk.linear_weights` and :func:`slr.risk.linear_risk`."""
     d = np.shape(k_star)[-1]
     X, y, _ = task.sample(jax.random.key(seed), n_train, k_star, v_star, L=L, gamma=gamma, eps=eps, p=p)
     X, y = np.asarray(X).reshape(n_train, -1), np.asarray(y)
     gram_inv = np.linalg.inv(X.T @ X)
     W = gram_inv @ (X.T @ y)
-    W_se = np.sqrt(np.mean((y - X @ W) ** 2) * np.diag(gram_inv)).reshape(L, d)
+    resid = y - X @ W
+    W_se = np.sqrt(np.diag(sandwich_cov(X, resid)) if robust
+                   else np.mean(resid ** 2) * np.diag(gram_inv)).reshape(L, d)
     W = W.reshape(L, d)
     Xt, yt, _ = task.sample(jax.random.key(seed + 1), n_test, k_star, v_star, L=L, gamma=gamma, eps=eps,
                             p=p)

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from slr._validate import check_finite, check_int
+from slr._validate import check_finite, check_int, check_positive
 
 __all__ = ["normal_tail", "wilson", "newcombe", "fisher_greater", "fisher_power", "trend_power"]
 
@@ -32,7 +32,7 @@ def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     """The Wilson score interval for a proportion k of n (95% by default): for "k of n runs" statements."""
     n = check_int("n", n)
     k = check_int("k", k, lo=0, hi=n)
-    z = check_finite("z", z)
+    z = check_positive("z", check_finite("z", z))
     p, z2 = k / n, z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
@@ -86,6 +86,8 @@ def trend_power(levels, shares, n: int, alpha: float, *, alternative: str = "gre
     if levels.ndim != 1 or shares.shape != levels.shape or levels.size < 2:
         raise ValueError(f"levels and shares must be two 1-D arrays of one length >= 2, got shapes "
                          f"{levels.shape} and {shares.shape}")
+    if not np.all(np.isfinite(levels)):
+        raise ValueError(f"levels must be finite, got {levels!r}")
     if not np.all((shares >= 0) & (shares <= 1)):
         raise ValueError(f"shares must be in [0, 1], got {shares!r}")
     if not 0 < check_finite("alpha", alpha) < 1:

@@ -126,6 +126,9 @@ def test_wilson_interval_known_values():
     assert math.isclose(lo + hi, 1.0, rel_tol=1e-12) and 0.23 < lo < 0.24
     with pytest.raises(ValueError, match="k"):
         claims.wilson(11, 10)
+    for z in (0.0, -1.96, math.nan, math.inf):  # a z <= 0 would flip or empty the interval
+        with pytest.raises(ValueError, match="^z must"):
+            claims.wilson(5, 10, z)
 
 
 @settings(max_examples=50, deadline=None)
@@ -182,7 +185,8 @@ def test_trend_power_of_a_kendall_test():
         claims.trend_power(lv, [0.7, 0.5, 0.5, 0.3], 10, 0.01, seed=3)
     for kw, name in (({"shares": [0.5, 1.2, 0.5, 0.5]}, "^shares"), ({"n": 0}, "^n must"),
                      ({"alpha": 1.0}, "^alpha"), ({"alternative": "two"}, "^alternative"),
-                     ({"levels": [1.0]}, "^levels"), ({"sims": 0}, "^sims must")):
+                     ({"levels": [1.0]}, "^levels"), ({"sims": 0}, "^sims must"),
+                     ({"levels": [90.0, math.nan, 45.0, 30.0]}, "^levels must be finite")):
         args = dict(levels=lv, shares=[0.5] * 4, n=5, alpha=0.05)
         args.update(kw)
         with pytest.raises(ValueError, match=name):

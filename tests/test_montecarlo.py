@@ -144,6 +144,16 @@ def test_least_squares_recovers_proposition_3():
     assert W.shape == W_se.shape == (3, 4)
     assert np.max(np.abs(W - np.asarray(R.linear_weights(vs, gamma=g, L=3))) / W_se) < 5
     assert abs(mse - R.linear_risk(gamma=g, L=3, eps=0.3)) < 4 * se + 0.01
+    # robust=True: the same fit, with the HC0 errors of sandwich_cov on the same training draw, key(3)
+    W2, W2_se, mse2, se2 = MC.least_squares(3, ks, vs, L=3, gamma=g, eps=0.3, n_train=20_000,
+                                            n_test=20_000, robust=True)
+    np.testing.assert_array_equal(W2, W)
+    assert (mse2, se2) == (mse, se)
+    X, y, _ = task.sample(jax.random.key(3), 20_000, ks, vs, L=3, gamma=g, eps=0.3)
+    X, y = np.asarray(X).reshape(20_000, -1), np.asarray(y)
+    hc0 = np.sqrt(np.diag(MC.sandwich_cov(X, y - X @ W.ravel()))).reshape(3, 4)
+    np.testing.assert_allclose(W2_se, hc0, rtol=1e-10)
+    assert np.max(np.abs(W2_se / W_se - 1)) > 1e-3  # control: not the textbook errors
 
 
 def test_linear_attention_closed_form_oracle_risk():
