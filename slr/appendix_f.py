@@ -34,7 +34,8 @@ from slr._validate import check_int, check_nonneg, check_positive
 from slr.overlaps import overlaps
 from slr.predictors import attention_erf
 
-__all__ = ["best_lambda", "DiagMLPConfig", "diag_mlp_comparison", "DRAWS"]
+__all__ = ["best_lambda", "DiagMLPConfig", "diag_mlp_comparison", "DRAWS", "call_runs", "tune_runs",
+           "pick_step_sizes", "chunk_runs"]
 
 DRAWS = jnp.float32  # the dtype of the training batches' Gaussian draws (module docstring, "Precision")
 
@@ -52,7 +53,7 @@ class DiagMLPConfig:
     :func:`slr.sgd.train`) against the diagonal MLP of Appendix F (Adam, as
     :func:`slr.baselines.train_diag_mlp`), on the same fresh batches, at each L of ``Ls``. The pairs of the
     grids (``lrs_attention[i]``, ``lrs_mlp[i]``, the shorter grid padded with its last value) are trained on
-    ``tune_seeds`` tuning seeds (``seed + tune_seed``, ``seed + tune_seed + 1``, ...: :func:`_tune_runs`);
+    ``tune_seeds`` tuning seeds (``seed + tune_seed``, ``seed + tune_seed + 1``, ...: :func:`tune_runs`);
     each model's step size is the one of the smallest mean final test error over them. Then ``seeds`` evaluation seeds are run with it. The
     runs are made ``chunk`` at a time, one compiled call per chunk (a task on one of the two threads).
     At each L of ``tied_Ls`` (a subset of ``Ls``) the tied MLP (Deep Sets, exercise ``related_ex3``) is
@@ -133,7 +134,7 @@ def _keys(L, seed):
     return jax.random.split(jax.random.key(seed * 1000 + L), 4)
 
 
-def _call(cfg, L, lam, runs):
+def call_runs(cfg, L, lam, runs):
     """The runs ``[(seed, alpha, lr)]`` at one L, in one compiled call of :func:`_runs`: a dict with the
     test mean squared errors ``att`` and ``mlp`` (N, T), the overlaps (kappa, nu, theta, eta, rho) of the
     attention iterates at the logs ``o`` (5, N, T), and the MLP's number of parameters ``n``."""
@@ -157,7 +158,7 @@ def _call(cfg, L, lam, runs):
             "n": baselines.n_params(rows[0][4])}
 
 
-def _tune_runs(cfg, seed=0):
+def tune_runs(cfg, seed=0):
     """The tuning runs ``[(seed, alpha, lr)]``: every pair of the grids (``lrs_attention[i]``, ``lrs_mlp[i]``,
     the shorter grid padded with its last value) on each tuning seed, seed by seed. The tuning seeds are
     ``seed + tune_seed``, ``seed + tune_seed + 1``, ...: relative to the experiment's ``seed``, so that under
@@ -168,15 +169,15 @@ def _tune_runs(cfg, seed=0):
     return [(seed + cfg.tune_seed + j, a, m) for j in range(cfg.tune_seeds) for a, m in pairs]
 
 
-def _pick(cfg, att, mlp):
+def pick_step_sizes(cfg, att, mlp):
     """(lr_att, lr_mlp): each model's step size of the smallest mean final test error over the tuning
-    seeds, from the final test errors ``att``, ``mlp`` of the runs of :func:`_tune_runs` (in their order)."""
+    seeds, from the final test errors ``att``, ``mlp`` of the runs of :func:`tune_runs` (in their order)."""
     A, M = len(cfg.lrs_attention), len(cfg.lrs_mlp)
     mean = lambda x: np.asarray(x, dtype=float).reshape(cfg.tune_seeds, max(A, M)).mean(axis=0)
     return (cfg.lrs_attention[int(np.argmin(mean(att)[:A]))], cfg.lrs_mlp[int(np.argmin(mean(mlp)[:M]))])
 
 
-def _chunks(cfg, runs):
+def chunk_runs(cfg, runs):
     """``runs`` cut into calls of ``cfg.chunk`` runs (the last one padded with copies of its last run, so
     that every call has the shape of the first: one compilation per L): [(runs of the call, how many are
     real)]."""
@@ -188,7 +189,7 @@ def _chunks(cfg, runs):
 
 
 def _join(parts):
-    """The outputs of several :func:`_call` (with the number of real runs of each) along the runs."""
+    """The outputs of several :func:`call_runs` (with the number of real runs of each) along the runs."""
     return {"att": np.concatenate([p["att"][:n] for p, n in parts]),
             "mlp": np.concatenate([p["mlp"][:n] for p, n in parts]),
             "o": np.concatenate([p["o"][:, :n] for p, n in parts], axis=1), "n": parts[0][0]["n"]}
@@ -196,7 +197,7 @@ def _join(parts):
 
 def _tied(cfg, L, seed, lr):
     """The tied MLP (:func:`slr.baselines.tied_mlp`) trained on the samples of the evaluation seed ``seed``
-    at L (its oracle, batches and test batch, :func:`_call`) with Adam at step ``lr``: (test mean squared
+    at L (its oracle, batches and test batch, :func:`call_runs`) with Adam at step ``lr``: (test mean squared
     errors at the logs, number of parameters)."""
     k_oracle, _, k_mlp, k_train = _keys(L, seed)
     ks, vs = task.sample_oracle(k_oracle, cfg.d)
@@ -234,20 +235,20 @@ def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
     best = {L: best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps) for L in cfg.Ls}
     Ls = sorted(cfg.Ls, reverse=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        call = lambda L, runs: pool.submit(_call, cfg, L, best[L][0], runs)
-        parts = {L: _chunks(cfg, _tune_runs(cfg, seed)) for L in Ls}
+        call = lambda L, runs: pool.submit(call_runs, cfg, L, best[L][0], runs)
+        parts = {L: chunk_runs(cfg, tune_runs(cfg, seed)) for L in Ls}
         tune = {L: [(call(L, parts[L][0][0]), parts[L][0][1])] for L in Ls}
         for L in Ls:
             tune[L] += [(call(L, c), n) for c, n in parts[L][1:]]
 
         def tuned(L):
             t = _join([(f.result(), n) for f, n in tune[L]])
-            return _pick(cfg, t["att"][:, -1], t["mlp"][:, -1])
+            return pick_step_sizes(cfg, t["att"][:, -1], t["mlp"][:, -1])
 
         tied = [pool.submit(lambda L: _tied(cfg, L, seed, tuned(L)[1]), L) for L in cfg.tied_Ls]
-        evals = {L: [(pool.submit(lambda L, c: _call(cfg, L, best[L][0], [(s, *tuned(L)) for s, _, _ in c]),
+        evals = {L: [(pool.submit(lambda L, c: call_runs(cfg, L, best[L][0], [(s, *tuned(L)) for s, _, _ in c]),
                                   L, c), n)
-                     for c, n in _chunks(cfg, [(seed + s, None, None) for s in range(cfg.seeds)])]
+                     for c, n in chunk_runs(cfg, [(seed + s, None, None) for s in range(cfg.seeds)])]
                  for L in reversed(Ls)}
         per_L = [_collect(cfg, L, *best[L], tuned(L), _join([(f.result(), n) for f, n in evals[L]]))
                  for L in cfg.Ls]

@@ -64,7 +64,7 @@ from slr.pgd import projected_step
 from slr.predictors import attention_multihead
 from slr.risk import closed_form
 
-__all__ = ["orthonormalise", "setup", "noise", "step", "reframe", "core", "draw_range"]
+__all__ = ["orthonormalise", "setup", "noise", "step", "reframe", "core", "draw_range", "psd_factor"]
 
 _TOL = 1e-8          # a residual norm below this counts as zero (the vector lies in the span)
 _FALLBACK_SEED = 0xC0DE  # fixed directions completing a degenerate basis (no data randomness)
@@ -131,7 +131,7 @@ def draw_range():
     return float(z[0]), float(z[1])
 
 
-def _cholesky(M):
+def psd_factor(M):
     """Lower triangular C with C C^T = M (M symmetric positive semi-definite, small, unrolled); a pivot
     below 1e-14 of the largest diagonal entry gives a zero column (M singular)."""
     p = M.shape[0]
@@ -168,10 +168,10 @@ def step(carry, nz, ks, vs, lam, alpha, gamma, eps, d, shared):
     C, sig, y = reduced.multi_coordinates(None, ks, vs, G, xi, gamma, eps, d=d)
     gk, gv, coef = reduced.multi_in_span(None, C, y, k, v, lam)
     cn = coef[:, n:].reshape(-1, 2 * H)                          # the noise tokens' coefficients (scale 1)
-    g_off = _cholesky(cn.T @ cn) @ (Zp - (Zp @ Ph.T) @ Ph)        # their parts off span(Ph), in the frame
+    g_off = psd_factor(cn.T @ cn) @ (Zp - (Zp @ Ph.T) @ Ph)        # their parts off span(Ph), in the frame
     gk, gv = gk + g_off[:H], gv + g_off[H:]
     c = reduced.noise_sources(coef, sig, n, shared)
-    gp = _cholesky(c.T @ c) @ T                                     # (2H, 2H): on 2H new unit vectors
+    gp = psd_factor(c.T @ c) @ T                                     # (2H, 2H): on 2H new unit vectors
     z = jnp.zeros((H, 2 * H), k.dtype)
     wide = lambda a, b: jnp.concatenate([a, b], axis=-1)
     k2, v2 = jax.vmap(projected_step, in_axes=(0, 0, 0, 0, None))(

@@ -43,7 +43,8 @@ from slr.risk import closed_form
 
 __all__ = ["swap_theta", "swap_theta_linear", "swap_risk", "swap_risk_linear", "crossover",
            "riemannian_derivatives", "random_overlaps", "global_minimum", "pgd_search", "classify", "KINDS",
-           "swap_deviation", "transverse_hessian"]
+           "swap_deviation", "transverse_hessian", "risk8_value_grad",
+           "risk8_value_grad_rows"]
 
 KINDS = ("oracle", "role-swapped", "other")
 _C = 2.0 / math.sqrt(math.pi)  # erf'(0): erf(x) = C x + O(x^3)
@@ -182,19 +183,21 @@ def _risk8(x, lam, gamma, d, L, eps):
     return closed_form(k[0], v[1], v[0], k[1], k @ v, lam, gamma, d, L, eps)
 
 
-_risk8_vg = jax.jit(jax.value_and_grad(_risk8))
+# risk8_value_grad(x, lam, gamma, d, L, eps): the closed-form risk of the heads k = x[:4], v = x[4:] (each
+# normalised) in the 4-D frame (k*, v*, e3, e4), and its gradient in x (jitted)
+risk8_value_grad = jax.jit(jax.value_and_grad(_risk8))
 # a block of (x, lam) evaluated in one call: lax.map runs the unbatched program on each row (every
-# argument traced, as in _risk8_vg), so each value and gradient is bit for bit that of _risk8_vg
+# argument traced, as in risk8_value_grad), so each value and gradient is bit for bit that of risk8_value_grad
 # (tests/test_landscape.py checks it; vmap would vectorise the arithmetic and change the last bits)
-_risk8_map = jax.jit(lambda X, lams, gamma, d, L, eps: jax.lax.map(
+risk8_value_grad_rows = jax.jit(lambda X, lams, gamma, d, L, eps: jax.lax.map(
     lambda a: jax.value_and_grad(_risk8)(a[0], a[1], gamma, d, L, eps), (X, lams)))
-_BLOCK = 64  # rows per call of _risk8_map: one compilation for any number of starts
+_BLOCK = 64  # rows per call of risk8_value_grad_rows: one compilation for any number of starts
 
 
 def _minimize_all(x0, lams, args, options):
     """BFGS from each row of ``x0`` (n, 8) at its ``lams`` (n,), the evaluations batched
-    (:func:`slr._minimize.bfgs_together`): bit for bit n sequential calls of ``minimize`` on _risk8_vg."""
-    return bfgs_together(lambda X, P: _risk8_map(X, P, *args), x0, lams, options, block=_BLOCK)
+    (:func:`slr._minimize.bfgs_together`): bit for bit n sequential calls of ``minimize`` on risk8_value_grad."""
+    return bfgs_together(lambda X, P: risk8_value_grad_rows(X, P, *args), x0, lams, options, block=_BLOCK)
 
 
 @cache.memoized

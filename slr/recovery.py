@@ -31,7 +31,8 @@ from slr.overlaps import NAMES, overlaps
 from slr.risk import closed_form, oracle_risk
 
 __all__ = ["sphere_overlaps", "sphere_overlaps_law", "TemperatureConfig", "temperature_map",
-           "DimensionConfig", "dimension_sweep", "first_passage", "log_law", "end_kinds"]
+           "DimensionConfig", "dimension_sweep", "first_passage", "log_law", "end_kinds", "run_to",
+           "run_halves"]
 
 
 def sphere_overlaps(key, d: int, R: int):
@@ -62,7 +63,7 @@ def _law(key, d, R):
     return g1 / ng, h2 / nh, h1 / nh, g2 / ng, (g1 * h1 + g2 * h2 + jnp.sqrt(a) * u) / (ng * nh)
 
 
-def _run_to(o, *, lam0, c_time, alpha, d, horizon, n_logs, gamma, L):
+def run_to(o, *, lam0, c_time, alpha, d, horizon, n_logs, gamma, L):
     """Exact PGD to time ``horizon`` with n_logs + 1 logs (one compilation for every (alpha, horizon)):
     lam_t = lam0 / (1 + c_time alpha t). Returns the (N, T) overlaps, excess risk and the times (T,)."""
     steps = int(round(horizon / alpha / n_logs)) * n_logs
@@ -73,17 +74,17 @@ def _run_to(o, *, lam0, c_time, alpha, d, horizon, n_logs, gamma, L):
     return out
 
 
-def _run_halves(o, *, lam0, c_time, **kw):
-    """:func:`_run_to` with the N runs split into two halves run on two threads (:func:`pool_map`;
+def run_halves(o, *, lam0, c_time, **kw):
+    """:func:`run_to` with the N runs split into two halves run on two threads (:func:`pool_map`;
     one compiled program for both), joined, when N is a multiple of 16. A vmap over fewer runs may
     round differently (seen with 4 runs against 2); with N and N / 2 multiples of 8 it gave the numbers
     of one call bit for bit (the book's temperature map, 240 runs against 2 x 120, and the tests);
     any other N runs in one call."""
     n = np.size(o[0])
     if n % 16:
-        return _run_to(o, lam0=lam0, c_time=c_time, **kw)
+        return run_to(o, lam0=lam0, c_time=c_time, **kw)
     per = lambda x, s: np.broadcast_to(np.asarray(x, dtype=float), (n,))[s]
-    parts = pool_map(lambda s: _run_to(tuple(np.asarray(x)[s] for x in o), lam0=per(lam0, s),
+    parts = pool_map(lambda s: run_to(tuple(np.asarray(x)[s] for x in o), lam0=per(lam0, s),
                                         c_time=per(c_time, s), **kw),
                       [slice(0, n // 2), slice(n // 2, n)])
     return {k: parts[0][k] if k == "time" else np.concatenate([p[k] for p in parts])
@@ -122,7 +123,7 @@ def temperature_map(cfg: TemperatureConfig, seed: int) -> dict:
     o = sphere_overlaps(jax.random.key(seed), cfg.d, nc * nl * R)
     lam0 = np.broadcast_to(np.asarray(cfg.lam0s)[None, :, None], (nc, nl, R)).ravel()
     c = np.broadcast_to(np.asarray(cfg.decays)[:, None, None], (nc, nl, R)).ravel()
-    out = _run_halves(o, lam0=lam0, c_time=c, alpha=cfg.alpha, d=cfg.d, horizon=cfg.horizon,
+    out = run_halves(o, lam0=lam0, c_time=c, alpha=cfg.alpha, d=cfg.d, horizon=cfg.horizon,
                       n_logs=cfg.n_logs, gamma=cfg.gamma, L=cfg.L)
     out = {k: (v.reshape(nc, nl, R, -1) if k != "time" else v) for k, v in out.items()}
     lam = np.asarray(cfg.lam0s)[None, :, None] / (1 + np.asarray(cfg.decays)[:, None, None] * out["time"])
@@ -182,7 +183,7 @@ def dimension_sweep(cfg: DimensionConfig, seed: int) -> dict:
         return out
     # every d on one of two threads (one compiled program for all), the longest runs first; a d's runs
     # are not split (a vmap over fewer runs may round differently)
-    runs = pool_map(lambda a: _run_to(a[0], lam0=cfg.ell / math.sqrt(a[1]), c_time=0.0,
+    runs = pool_map(lambda a: run_to(a[0], lam0=cfg.ell / math.sqrt(a[1]), c_time=0.0,
                                        alpha=cfg.alpha_d / a[1], d=float(a[1]), horizon=cfg.horizon,
                                        n_logs=cfg.n_logs, gamma=cfg.gamma, L=cfg.L),
                      list(zip(starts, cfg.ds)), cost=list(cfg.ds))

@@ -37,7 +37,7 @@ from slr.predictors import attention_erf
 
 __all__ = ["loss", "fallback_directions", "reduced_noise", "projection_coefficients", "reduced_grads", "frame", "multi_noise",
            "multi_coordinates", "multi_in_span", "noise_sources", "multi_grads",
-           "sampler"]
+           "sampler", "r_factor"]
 
 _GS_TOL = 1e-8  # residual norm below which a vector counts as lying in the span (then substituted)
 _FALLBACK_SEED = 0x51F5  # the fixed directions completing a degenerate frame (no data randomness)
@@ -140,7 +140,8 @@ def reduced_grads(noise, k, v, ks, vs, w, lam, gamma, L, eps, batch, f=None):
 
 # LAPACK matrix by matrix (slr._threads.matrix_by_matrix: no deadlock when sgd.train runs two halves at once)
 _q_factor = matrix_by_matrix(lambda a: jnp.linalg.qr(a)[0])
-_r_factor = matrix_by_matrix(lambda a: jnp.linalg.qr(a, mode="r"))
+# r_factor(c): the triangular factor R of c = QR (R^T R = c^T c), batched matrix by matrix; traceable
+r_factor = matrix_by_matrix(lambda a: jnp.linalg.qr(a, mode="r"))
 
 
 def frame(vectors):
@@ -229,7 +230,7 @@ def multi_grads(noise, k, v, ks, vs, lam, gamma, eps, shared):
     C, sig, y = multi_coordinates(Q, ks, vs, G, xi, gamma, eps)
     gk, gv, coef = multi_in_span(Q, C, y, k, v, lam)
     c = noise_sources(coef, sig, n, shared)
-    g = _r_factor(c).T @ Z  # (2H, d): covariance R^T R = c^T c
+    g = r_factor(c).T @ Z  # (2H, d): covariance R^T R = c^T c
     g = g - (g @ Q.T) @ Q
     return gk + g[:H], gv + g[H:]
 

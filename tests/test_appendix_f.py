@@ -45,15 +45,15 @@ def test_diag_mlp_comparison_small():
 def test_chunks_pad_the_last_call_to_the_shape_of_the_first():
     cfg = AF.DiagMLPConfig(chunk=4)
     runs = [(s, 0.1, 0.01) for s in range(6)]
-    parts = AF._chunks(cfg, runs)
+    parts = AF.chunk_runs(cfg, runs)
     assert [n for _, n in parts] == [4, 2] and all(len(c) == 4 for c, _ in parts)
     assert parts[1][0] == runs[4:] + [runs[5]] * 2
-    assert AF._chunks(cfg, runs[:3]) == [(runs[:3], 3)]  # fewer runs than a chunk: no padding
+    assert AF.chunk_runs(cfg, runs[:3]) == [(runs[:3], 3)]  # fewer runs than a chunk: no padding
 
 
 def test_comparison_runs_are_the_runs_alone():
     """The runs made in chunks, as tasks on two threads, are the runs made one by one: the tuned steps
-    of _pick on every tuning run, each evaluation seed's run and closed-form risk at every log, and the
+    of pick_step_sizes on every tuning run, each evaluation seed's run and closed-form risk at every log, and the
     tied MLP trained alone by baselines.train_diag_mlp(tied=True) on the first evaluation seed's keys
     with the tuned MLP step (float32 draws, as the comparison's)."""
     import jax
@@ -66,11 +66,11 @@ def test_comparison_runs_are_the_runs_alone():
     out = AF.diag_mlp_comparison(cfg, 5)
     for i, L in enumerate(cfg.Ls):
         lam = AF.best_lambda(gamma=cfg.gamma, d=cfg.d, L=L, eps=cfg.eps)[0]
-        tune = [AF._call(cfg, L, lam, [r]) for r in AF._tune_runs(cfg, 5)]
-        lrs = AF._pick(cfg, [t["att"][0, -1] for t in tune], [t["mlp"][0, -1] for t in tune])
+        tune = [AF.call_runs(cfg, L, lam, [r]) for r in AF.tune_runs(cfg, 5)]
+        lrs = AF.pick_step_sizes(cfg, [t["att"][0, -1] for t in tune], [t["mlp"][0, -1] for t in tune])
         assert (out["lr_att"][i], out["lr_mlp"][i]) == lrs
         for s in range(cfg.seeds):
-            one = AF._call(cfg, L, lam, [(5 + s, *lrs)])
+            one = AF.call_runs(cfg, L, lam, [(5 + s, *lrs)])
             np.testing.assert_allclose(out["att_mse"][i, s], one["att"][0], rtol=1e-12)
             np.testing.assert_allclose(out["mlp_mse"][i, s], one["mlp"][0], rtol=1e-12)
             exact = R.closed_form(*one["o"][:, 0], lam, cfg.gamma, float(cfg.d), float(L), cfg.eps)
@@ -87,26 +87,26 @@ def test_comparison_runs_are_the_runs_alone():
 
 
 def test_tuning_picks_each_models_best_mean_step_of_its_grid():
-    """_tune_runs pairs the grids (the shorter padded with its last value) on each tuning seed, and _pick
+    """tune_runs pairs the grids (the shorter padded with its last value) on each tuning seed, and pick_step_sizes
     takes per model the step size of the smallest mean final test error over the tuning seeds."""
     cfg = AF.DiagMLPConfig(lrs_attention=(0.01, 0.3), lrs_mlp=(1e-3, 3e-2, 1e-1), tune_seeds=2, tune_seed=7)
-    runs = AF._tune_runs(cfg)
+    runs = AF.tune_runs(cfg)
     assert runs == [(7, 0.01, 1e-3), (7, 0.3, 3e-2), (7, 0.3, 1e-1),
                     (8, 0.01, 1e-3), (8, 0.3, 3e-2), (8, 0.3, 1e-1)]
     att = [1.0, 2.0, 2.0, 3.0, 1.0, 1.0]     # means 2.0 and 1.5: the second step
     mlp = [1.0, 5.0, 0.5, 1.0, 0.5, 2.0]     # means 1.0, 2.75, 1.25: the first, though seed 7 prefers 1e-1
-    assert AF._pick(cfg, att, mlp) == (0.3, 1e-3)
-    assert AF._pick(cfg, att[:3] + [1.0, 9.0, 9.0], mlp) == (0.01, 1e-3)  # control: the means decide
+    assert AF.pick_step_sizes(cfg, att, mlp) == (0.3, 1e-3)
+    assert AF.pick_step_sizes(cfg, att[:3] + [1.0, 9.0, 9.0], mlp) == (0.01, 1e-3)  # control: the means decide
     # the tuning seeds move with the experiment's seed, away from its evaluation seeds (seed, ..., seed + 15)
-    assert [r[0] for r in AF._tune_runs(cfg, 1000)] == [1007] * 3 + [1008] * 3
+    assert [r[0] for r in AF.tune_runs(cfg, 1000)] == [1007] * 3 + [1008] * 3
     ev = set(range(1000, 1000 + AF.DiagMLPConfig().seeds))   # the evaluation seeds under SLR_SEED=1000
-    assert not ev & {r[0] for r in AF._tune_runs(AF.DiagMLPConfig(), 1000)}
-    assert {r[0] for r in AF._tune_runs(AF.DiagMLPConfig(), 0)} == {1000, 1001}  # seed 0: as before
-    assert ev & {r[0] for r in AF._tune_runs(AF.DiagMLPConfig(), 0)}  # control: absolute seeds overlap them
+    assert not ev & {r[0] for r in AF.tune_runs(AF.DiagMLPConfig(), 1000)}
+    assert {r[0] for r in AF.tune_runs(AF.DiagMLPConfig(), 0)} == {1000, 1001}  # seed 0: as before
+    assert ev & {r[0] for r in AF.tune_runs(AF.DiagMLPConfig(), 0)}  # control: absolute seeds overlap them
 
 
 def test_joint_training_is_each_model_trained_alone():
-    """_call trains both models on one draw of the batches (float32 Gaussians used in float64): its
+    """call_runs trains both models on one draw of the batches (float32 Gaussians used in float64): its
     attention is the library's trainer, slr.sgd.train (one erf head, sampler "full", lam constant,
     draws "float32") run alone on the same keys, and its MLP is baselines.train_diag_mlp (dtype float32)
     run alone on the same key, for two step sizes each."""
@@ -116,7 +116,7 @@ def test_joint_training_is_each_model_trained_alone():
     cfg = AF.DiagMLPConfig(d=8, Ls=(3,), steps=20, batch=8, width=2, n_test=50, n_eval=2,
                            tied_Ls=()).validate()
     L, seed, lam = 3, 7, 0.3
-    res = AF._call(cfg, L, lam, [(seed, 0.03, 1e-2), (seed, 0.1, 3e-2)])
+    res = AF.call_runs(cfg, L, lam, [(seed, 0.03, 1e-2), (seed, 0.1, 3e-2)])
     k_oracle, k_init, k_mlp, k_train = jax.random.split(jax.random.key(seed * 1000 + L), 4)
     ks, vs = task.sample_oracle(k_oracle, cfg.d)
     k0, v0 = pgd.init_sphere(k_init, cfg.d, 1, H=1)   # (1, 1, d): one run of one head

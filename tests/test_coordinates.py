@@ -13,7 +13,7 @@ GAMMA = math.sqrt(0.5)
 
 # The traceable kernels, jitted (they run inside the jitted slr.coordinates.core): one compiled program
 # each instead of one per eager operation of their unrolled loops (most of this file's small programs)
-_orthonormalise, _setup, _cholesky = jax.jit(CO.orthonormalise), jax.jit(CO.setup), jax.jit(CO._cholesky)
+_orthonormalise, _setup, _psd_factor = jax.jit(CO.orthonormalise), jax.jit(CO.setup), jax.jit(CO.psd_factor)
 _reframe = jax.jit(CO.reframe, static_argnums=2)
 
 
@@ -57,10 +57,10 @@ def test_cholesky_factor_of_full_rank_and_singular_matrices():
         M = jnp.asarray(M)
         if M.shape != (4, 4):  # rank 2, embedded
             M = jnp.zeros((4, 4)).at[:2, :2].set(M).at[2:, 2:].set(0.0)
-        C = np.asarray(_cholesky(M))
+        C = np.asarray(_psd_factor(M))
         assert np.all(np.isfinite(C)) and np.allclose(np.triu(C, 1), 0.0)
         np.testing.assert_allclose(C @ C.T, np.asarray(M), atol=1e-10)
-    C = np.asarray(_cholesky(a.T @ a + jnp.eye(4)))
+    C = np.asarray(_psd_factor(a.T @ a + jnp.eye(4)))
     assert np.max(np.abs(C @ C.T - np.asarray(a.T @ a))) > 0.5
 
 

@@ -115,22 +115,22 @@ def test_global_minimum_finds_the_swap_point_below_lam_c():
 
 
 def test_global_minimum_is_sequential_bfgs_bit_for_bit():
-    # the batched evaluations of the threads (two blocks of _risk8_map) give the very numbers of
-    # one scipy BFGS after another on _risk8_vg
+    # the batched evaluations of the threads (two blocks of risk8_value_grad_rows) give the very numbers of
+    # one scipy BFGS after another on risk8_value_grad
     from scipy.optimize import minimize
     lams, starts = np.array([0.063, 0.9]), 33
     out = LS.global_minimum(lams, gamma=G, d=D, L=L, starts=starts, use_cache=False)
     x0 = np.random.default_rng(0).standard_normal((starts, 8))
     for j, lm in enumerate(lams):
-        fg = lambda x: tuple(np.asarray(a, float) for a in LS._risk8_vg(x, lm, G, float(D), L, 0.0))
+        fg = lambda x: tuple(np.asarray(a, float) for a in LS.risk8_value_grad(x, lm, G, float(D), L, 0.0))
         res = [minimize(fg, x, jac=True, method="BFGS", options=dict(gtol=1e-10)) for x in x0]
         assert np.array_equal(out["ends"][j], [r.fun for r in res])
         best = res[int(np.argmin([r.fun for r in res]))]
         assert out["risk"][j] == best.fun
     rows = np.random.default_rng(1).standard_normal((64, 8))
-    v, g = LS._risk8_map(rows, np.full(64, 0.3), G, float(D), L, 0.0)
+    v, g = LS.risk8_value_grad_rows(rows, np.full(64, 0.3), G, float(D), L, 0.0)
     for x, vx, gx in zip(rows[:5], np.asarray(v), np.asarray(g)):
-        v1, g1 = LS._risk8_vg(x, np.float64(0.3), G, float(D), L, 0.0)
+        v1, g1 = LS.risk8_value_grad(x, np.float64(0.3), G, float(D), L, 0.0)
         assert vx == v1 and np.array_equal(gx, g1)
 
 
@@ -139,7 +139,7 @@ def test_global_minimum_raises_an_evaluation_error_without_hanging(monkeypatch):
 
     def broken(*a):
         raise RuntimeError("broken evaluation")
-    monkeypatch.setattr(LS, "_risk8_map", broken)
+    monkeypatch.setattr(LS, "risk8_value_grad_rows", broken)
     err = []
 
     def call():

@@ -80,12 +80,12 @@ def test_two_threads_give_the_numbers_of_one_call():
     o = RC.sphere_overlaps(jax.random.key(3), 50, 32)
     kw = dict(alpha=1e-2, d=50.0, horizon=2.0, n_logs=4, gamma=G, L=10)
     lam0, c = np.linspace(0.1, 1.0, 32), np.linspace(0.0, 0.5, 32)
-    one, two = RC._run_to(o, lam0=lam0, c_time=c, **kw), RC._run_halves(o, lam0=lam0, c_time=c, **kw)
+    one, two = RC.run_to(o, lam0=lam0, c_time=c, **kw), RC.run_halves(o, lam0=lam0, c_time=c, **kw)
     assert all(np.array_equal(one[k], two[k]) for k in one)
     cfg = RC.DimensionConfig(ds=(20, 50), horizon=1.0, repeats=4, n_logs=4)
     dm = RC.dimension_sweep(cfg, 0)
     for i, d in enumerate(cfg.ds):
-        ref = RC._run_to(RC.sphere_overlaps(jax.random.fold_in(jax.random.key(0), d), d, 4),
+        ref = RC.run_to(RC.sphere_overlaps(jax.random.fold_in(jax.random.key(0), d), d, 4),
                          lam0=cfg.ell / np.sqrt(d), c_time=0.0, alpha=cfg.alpha_d / d, d=float(d),
                          horizon=1.0, n_logs=4, gamma=cfg.gamma, L=cfg.L)
         assert np.array_equal(dm["kappa"][i], ref["kappa"]) and np.array_equal(dm["time_d"][i], ref["time"])
@@ -128,7 +128,7 @@ def test_flow_is_the_trajectory_of_pgd_at_small_steps(flow_block_32):
     fl = FL.flow_overlaps(o, lam=2 / math.sqrt(d), rtol=1e-10, atol=1e-12, **kw)
     gap = []
     for a in (0.1 / d, 0.01 / d):
-        pg = RC._run_to(o, lam0=2 / math.sqrt(d), c_time=0.0, alpha=a, **kw)
+        pg = RC.run_to(o, lam0=2 / math.sqrt(d), c_time=0.0, alpha=a, **kw)
         assert np.allclose(pg["time"], fl["time"])
         gap.append(max(np.abs(pg[f] - fl[f]).max() for f in ("kappa", "nu", "theta", "eta", "rho")))
     assert gap[1] < 1e-4 and 5 < gap[0] / gap[1] < 20, gap

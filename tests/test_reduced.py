@@ -248,7 +248,7 @@ def test_batched_factorisations_call_lapack_matrix_by_matrix():
     x = jax.random.normal(jax.random.key(0), (3, 5, 8, 80), dtype=jnp.float64)
     c = jax.random.normal(jax.random.key(1), (3, 5, 50, 4), dtype=jnp.float64)
     batch_dims = lambda f, a: set(re.findall(r'num_batch_dims = "(\d+)"', jax.jit(f).lower(a).as_text()))
-    for f, a in ((RD.frame, x), (RD._r_factor, c)):
+    for f, a in ((RD.frame, x), (RD.r_factor, c)):
         assert batch_dims(jax.vmap(jax.vmap(f)), a) == {"0"}
         one = np.stack([np.stack([np.asarray(f(m)) for m in row]) for row in a])
         np.testing.assert_array_equal(np.asarray(jax.vmap(jax.vmap(f))(a)), one)

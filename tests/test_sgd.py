@@ -236,7 +236,7 @@ def test_chapters_unrolling_is_the_rolled_loop(small, rolled_runs, monkeypatch, 
     (slr.sgd._UNROLL = 4): the same iterates. Chunks of 61 steps (the chunk length is traced, so the
     rolled programs are those of the tests above: KW's two logs for the full sampler, the five logs of
     test_sgd_decreases_excess_risk for the reduced one; both rolled runs are made before the first
-    clear_cache below, which drops every compiled program of the trainer) run the unrolled loop and its
+    jax.clear_caches below, which drops every compiled program) run the unrolled loop and its
     remainder (full), the 50-step noise block and the rest (reduced). The compiled programs differ, so they may round
     differently (measured: 3e-13 on kappa after 122 steps of the full sampler, 4e-16 on every field after 305
     of the reduced one); a step that read another step's batch or skipped one would change the iterates by ~1e-1."""
@@ -246,11 +246,11 @@ def test_chapters_unrolling_is_the_rolled_loop(small, rolled_runs, monkeypatch, 
     k0, v0, ks, vs, kw = _unrolling_setting(small, sampler)
     rolled = rolled_runs[sampler]
     monkeypatch.setattr(S, name, unroll)
-    S._core.clear_cache()  # the unrolling is read when tracing: trace again
+    jax.clear_caches()  # the unrolling is read when tracing: trace again
     try:
         unrolled = S.train(jax.random.key(64), k0, v0, ks, vs, **kw)
     finally:
-        S._core.clear_cache()
+        jax.clear_caches()
     for f in ("kappa", "nu", "theta", "eta", "rho", "excess_risk", "k", "v"):
         np.testing.assert_allclose(getattr(unrolled, f), getattr(rolled, f), rtol=0, atol=1e-10, err_msg=f)
     assert np.max(np.abs(rolled.kappa[:, -1] - rolled.kappa[:, 0])) > 1e-2  # the runs moved
