@@ -85,8 +85,8 @@ def run_halves(o, *, lam0, c_time, **kw):
         return run_to(o, lam0=lam0, c_time=c_time, **kw)
     per = lambda x, s: np.broadcast_to(np.asarray(x, dtype=float), (n,))[s]
     parts = pool_map(lambda s: run_to(tuple(np.asarray(x)[s] for x in o), lam0=per(lam0, s),
-                                        c_time=per(c_time, s), **kw),
-                      [slice(0, n // 2), slice(n // 2, n)])
+                                       c_time=per(c_time, s), **kw),
+                     [slice(0, n // 2), slice(n // 2, n)])
     return {k: parts[0][k] if k == "time" else np.concatenate([p[k] for p in parts])
             for k in parts[0]}
 
@@ -124,7 +124,7 @@ def temperature_map(cfg: TemperatureConfig, seed: int) -> dict:
     lam0 = np.broadcast_to(np.asarray(cfg.lam0s)[None, :, None], (nc, nl, R)).ravel()
     c = np.broadcast_to(np.asarray(cfg.decays)[:, None, None], (nc, nl, R)).ravel()
     out = run_halves(o, lam0=lam0, c_time=c, alpha=cfg.alpha, d=cfg.d, horizon=cfg.horizon,
-                      n_logs=cfg.n_logs, gamma=cfg.gamma, L=cfg.L)
+                     n_logs=cfg.n_logs, gamma=cfg.gamma, L=cfg.L)
     out = {k: (v.reshape(nc, nl, R, -1) if k != "time" else v) for k, v in out.items()}
     lam = np.asarray(cfg.lam0s)[None, :, None] / (1 + np.asarray(cfg.decays)[:, None, None] * out["time"])
     out.update(lam=lam, oracle=np.asarray(oracle_risk(lam=lam, gamma=cfg.gamma, d=cfg.d, L=cfg.L)))
@@ -184,8 +184,8 @@ def dimension_sweep(cfg: DimensionConfig, seed: int) -> dict:
     # every d on one of two threads (one compiled program for all), the longest runs first; a d's runs
     # are not split (a vmap over fewer runs may round differently)
     runs = pool_map(lambda a: run_to(a[0], lam0=cfg.ell / math.sqrt(a[1]), c_time=0.0,
-                                       alpha=cfg.alpha_d / a[1], d=float(a[1]), horizon=cfg.horizon,
-                                       n_logs=cfg.n_logs, gamma=cfg.gamma, L=cfg.L),
+                                      alpha=cfg.alpha_d / a[1], d=float(a[1]), horizon=cfg.horizon,
+                                      n_logs=cfg.n_logs, gamma=cfg.gamma, L=cfg.L),
                      list(zip(starts, cfg.ds)), cost=list(cfg.ds))
     out = {k: np.stack([r[k] for r in runs]) for k in runs[0] if k != "time"}
     out.update(time=runs[0]["time"], lam=cfg.ell / np.sqrt(np.asarray(cfg.ds, dtype=float)),

@@ -7,9 +7,10 @@ import math
 
 import numpy as np
 
-from slr._validate import check_finite, check_int, check_positive
+from slr._validate import check_finite, check_int, check_interval, check_positive
 
-__all__ = ["normal_tail", "wilson", "newcombe", "fisher_greater", "fisher_power", "trend_power"]
+__all__ = ["normal_tail", "wilson", "wilson_outside", "newcombe", "fisher_greater", "fisher_power",
+           "trend_power"]
 
 
 def normal_tail(z: float, n: int = 1, *, sides: int = 2) -> float:
@@ -41,6 +42,21 @@ def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     return lo, hi
 
 
+def wilson_outside(n: int, p: float, lo: float, hi: float, z: float = 1.959963984540054) -> float:
+    """Probability that the :func:`wilson` interval of k of n, k ~ Binomial(n, p), is not inside
+    [lo, hi]: the error rate of a check "the interval of the share lies inside [lo, hi]" if the true
+    share is p (exact: a sum over the n + 1 outcomes)."""
+    from scipy.stats import binom
+    n = check_int("n", n)
+    p = check_interval("p", check_finite("p", p), 0.0, 1.0)
+    lo, hi = check_finite("lo", lo), check_finite("hi", hi)
+    if not lo <= hi:
+        raise ValueError(f"lo must be <= hi, got lo={lo!r}, hi={hi!r}")
+    ks = np.arange(n + 1)
+    out = np.array([not lo <= a <= b <= hi for a, b in (wilson(int(k), n, z) for k in ks)])
+    return float(binom.pmf(ks, n, p)[out].sum())
+
+
 def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = 1.959963984540054) -> tuple[float, float]:
     """Newcombe's hybrid score interval for a difference of proportions p1 - p2 (k1 of n1 against k2 of
     n2, independent; 95% by default): from the :func:`wilson` intervals (l1, u1), (l2, u2) of the two,
@@ -48,7 +64,7 @@ def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = 1.959963984540054) -
     Statistics in Medicine 17, 873-890, method 10): for "more runs at one setting than at another"."""
     n1, n2 = check_int("n1", n1), check_int("n2", n2)
     k1, k2 = check_int("k1", k1, lo=0, hi=n1), check_int("k2", k2, lo=0, hi=n2)
-    (l1, u1), (l2, u2) = wilson(k1, n1, z), wilson(k2, n2, z)  # (z: finite)
+    (l1, u1), (l2, u2) = wilson(k1, n1, z), wilson(k2, n2, z)  # (wilson checks z)
     p1, p2 = k1 / n1, k2 / n2
     return p1 - p2 - math.hypot(p1 - l1, u2 - p2), p1 - p2 + math.hypot(u1 - p1, p2 - l2)
 

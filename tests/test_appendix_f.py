@@ -53,8 +53,8 @@ def test_chunks_pad_the_last_call_to_the_shape_of_the_first():
 
 def test_comparison_runs_are_the_runs_alone():
     """The runs made in chunks, as tasks on two threads, are the runs made one by one: the tuned steps
-    of pick_step_sizes on every tuning run, each evaluation seed's run and closed-form risk at every log, and the
-    tied MLP trained alone by baselines.train_diag_mlp(tied=True) on the first evaluation seed's keys
+    of pick_step_sizes on every tuning run, each evaluation seed's run and closed-form risk at every log,
+    and the tied MLP trained alone by baselines.train_diag_mlp(tied=True) on the first evaluation seed's keys
     with the tuned MLP step (float32 draws, as the comparison's)."""
     import jax
 
@@ -87,8 +87,8 @@ def test_comparison_runs_are_the_runs_alone():
 
 
 def test_tuning_picks_each_models_best_mean_step_of_its_grid():
-    """tune_runs pairs the grids (the shorter padded with its last value) on each tuning seed, and pick_step_sizes
-    takes per model the step size of the smallest mean final test error over the tuning seeds."""
+    """tune_runs pairs the grids (the shorter padded with its last value) on each tuning seed, and
+    pick_step_sizes takes per model the step size of the smallest mean final test error over the tuning seeds."""
     cfg = AF.DiagMLPConfig(lrs_attention=(0.01, 0.3), lrs_mlp=(1e-3, 3e-2, 1e-1), tune_seeds=2, tune_seed=7)
     runs = AF.tune_runs(cfg)
     assert runs == [(7, 0.01, 1e-3), (7, 0.3, 3e-2), (7, 0.3, 1e-1),

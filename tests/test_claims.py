@@ -139,6 +139,23 @@ def test_wilson_contains_the_proportion(k, n):
     assert 0.0 <= lo <= k / n <= hi <= 1.0
 
 
+def test_wilson_outside_is_the_binomial_rate_of_intervals_leaving_a_range():
+    """claims.wilson_outside: 0 when the range is [0, 1] (every interval is inside), 1 when it is a point
+    (no interval of positive width fits: the control); at n = 40, p = 0.3 against [0.2, 0.8], the share
+    of 20 000 seeded Binomial(40, 0.3) draws whose interval leaves the range is within 4.5 binomial
+    standard errors of it (a true claim fails with probability 7e-6). Bad input raises."""
+    assert claims.wilson_outside(30, 0.4, 0.0, 1.0) == 0.0
+    assert claims.wilson_outside(30, 0.4, 0.5, 0.5) == pytest.approx(1.0, abs=1e-12)
+    q = claims.wilson_outside(40, 0.3, 0.2, 0.8)
+    ks = np.random.default_rng(0).binomial(40, 0.3, 20_000)
+    freq = np.mean([not 0.2 <= a <= b <= 0.8 for a, b in (claims.wilson(int(k), 40) for k in ks)])
+    assert 0.05 < q < 0.95 and abs(freq - q) < 4.5 * math.sqrt(q * (1 - q) / 20_000)
+    for args, name in (((0, 0.5, 0.2, 0.8), "^n must"), ((10, 1.5, 0.2, 0.8), "^p must"),
+                       ((10, 0.5, 0.8, 0.2), "^lo must"), ((10, 0.5, math.nan, 0.8), "^lo must")):
+        with pytest.raises(ValueError, match=name):
+            claims.wilson_outside(*args)
+
+
 def test_newcombe_published_values_and_coverage():
     """claims.newcombe against Newcombe (1998), Stat. Med. 17, 873-890, Table II, method 10 (hybrid score
     without continuity correction), quoted to 4 decimals: 56/70 - 48/80, 9/10 - 3/10, 5/56 - 0/29,

@@ -115,8 +115,8 @@ def test_global_minimum_finds_the_swap_point_below_lam_c():
 
 
 def test_global_minimum_is_sequential_bfgs_bit_for_bit():
-    # the batched evaluations of the threads (two blocks of risk8_value_grad_rows) give the very numbers of
-    # one scipy BFGS after another on risk8_value_grad
+    # the batched evaluations of the threads (two blocks of risk8_value_grad_rows) give the very
+    # numbers of one scipy BFGS after another on risk8_value_grad
     from scipy.optimize import minimize
     lams, starts = np.array([0.063, 0.9]), 33
     out = LS.global_minimum(lams, gamma=G, d=D, L=L, starts=starts, use_cache=False)

@@ -86,8 +86,8 @@ def test_two_threads_give_the_numbers_of_one_call():
     dm = RC.dimension_sweep(cfg, 0)
     for i, d in enumerate(cfg.ds):
         ref = RC.run_to(RC.sphere_overlaps(jax.random.fold_in(jax.random.key(0), d), d, 4),
-                         lam0=cfg.ell / np.sqrt(d), c_time=0.0, alpha=cfg.alpha_d / d, d=float(d),
-                         horizon=1.0, n_logs=4, gamma=cfg.gamma, L=cfg.L)
+                        lam0=cfg.ell / np.sqrt(d), c_time=0.0, alpha=cfg.alpha_d / d, d=float(d),
+                        horizon=1.0, n_logs=4, gamma=cfg.gamma, L=cfg.L)
         assert np.array_equal(dm["kappa"][i], ref["kappa"]) and np.array_equal(dm["time_d"][i], ref["time"])
 
 
