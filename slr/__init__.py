@@ -19,6 +19,7 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.encoder`     the pretrained encoder of Section 2.2, loaded offline: [CLS] states at every layer
 - :mod:`slr.probe`       the [CLS] probing experiment of Section 2.2 (Figure 1(b)): memoised states, probes
 - :mod:`slr.transformer` a Transformer layer with a register token (Appendix E.3, Figures 8 and 10)
+- :mod:`slr.transformer_train` its training program: the jitted SGD loop and the step's gradient by hand
 - :mod:`slr.multihead`   Figure 9's configuration (Eq. 31 trained by :mod:`slr.sgd`)
 - :mod:`slr.baselines`   the diagonal MLP of the related-models appendix, trained on the attention trainer's batches
 - :mod:`slr.icl`         in-context linear regression and one-layer linear self-attention: the optima of each setting
@@ -39,6 +40,8 @@ regression" (ICLR 2025). One idea per module:
 - :mod:`slr.plotting`    the book's house style
 - :mod:`slr.diagrams`    drawn pictures: the schematic of one attention layer
 - :mod:`slr.figcheck`    legends never cover data: every figure a chapter draws is measured
+- :mod:`slr.loop`        the chunked step loop every trainer runs: logging, unrolling, blocked noise
+- :mod:`slr.threefry`    JAX's threefry PRNG unrolled on CPU (registered on import): the same bits, faster
 
 JAX runs in float64: the closed forms and the invariant-manifold distance need it (Lemma 4 is
 visible at 1e-15 in float64 and hidden at 1e-6 in float32).
@@ -47,6 +50,6 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from slr import _rng  # noqa: E402,F401  threefry unrolled on CPU: the same bits, faster
+from slr import threefry  # noqa: E402,F401  threefry unrolled on CPU: the same bits, faster
 
 __version__ = "0.1.0"

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from slr import _loop, baselines, pgd, sgd, task, tuning
+from slr import loop, baselines, pgd, sgd, task, tuning
 from slr import risk as R
 from slr._validate import check_int, check_nonneg, check_positive
 from slr.overlaps import overlaps
@@ -123,7 +123,7 @@ def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, 
             (k, v), (p, _) = carry
             return att_loss(k, v, Xt, yt), mlp_loss(p, Xt, yt), k, v
 
-        return _loop.run_chunks(body, ((k0, v0), (params, opt.init(params))), log, n_chunks, log_every,
+        return loop.run_chunks(body, ((k0, v0), (params, opt.init(params))), log, n_chunks, log_every,
                                 rem if has_rem else None, 1)
 
     return jax.lax.map(lambda a: one(*a), (key_test, stream, k0, v0, params, ks, vs, alpha, lr))
@@ -148,7 +148,7 @@ def call_runs(cfg, L, lam, runs):
                      ks, vs))
     stack = lambda *xs: jax.tree_util.tree_map(lambda *a: jnp.stack(a), *xs)
     args = stack(*rows)
-    n_chunks, rem = _loop.schedule(cfg.steps, cfg.steps // cfg.n_eval)
+    n_chunks, rem = loop.schedule(cfg.steps, cfg.steps // cfg.n_eval)
     att, mlp, K, V = _runs(*args, jnp.asarray([a for _, a, _ in runs], float),
                            jnp.asarray([m for _, _, m in runs], float), float(lam), float(cfg.gamma),
                            float(cfg.eps), int(rem or 0), n_chunks=n_chunks, log_every=cfg.steps // cfg.n_eval,
@@ -254,7 +254,7 @@ def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
                  for L in cfg.Ls]
         tied = [t.result() for t in tied]
     out = {k: [r[k] for r in per_L] for k in per_L[0]}
-    out["step"] = _loop.log_steps(cfg.steps, cfg.steps // cfg.n_eval)
+    out["step"] = loop.log_steps(cfg.steps, cfg.steps // cfg.n_eval)
     out = {k: np.asarray(v, dtype=float) for k, v in out.items()}
     T = out["step"].size
     out["tied_mse"] = np.asarray([m for m, _ in tied], dtype=float).reshape(len(tied), T)

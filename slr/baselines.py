@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from slr import _loop, cache, pgd, reduced, sgd, task
+from slr import loop, cache, pgd, reduced, sgd, task
 from slr._validate import check_int, check_key, check_nonneg, check_oracle, check_positive, check_run
 from slr.predictors import READS_PROJECTIONS, attention_erf, get_predictor
 
@@ -90,7 +90,7 @@ def _train(key_test, stream, params, ks, vs, gamma, eps, rem, *, lr, n_chunks, l
 
     log = lambda carry: loss(carry[0], Xt, yt) - eps ** 2
     carry = (params, opt.init(params))
-    out = _loop.run_chunks(body, carry, lambda c: (log(c), c[0]), n_chunks, log_every, rem if has_rem else None, 1)
+    out = loop.run_chunks(body, carry, lambda c: (log(c), c[0]), n_chunks, log_every, rem if has_rem else None, 1)
     return out[0], jax.tree_util.tree_map(lambda a: a[-1], out[1])
 
 
@@ -129,11 +129,11 @@ def train_diag_mlp(key, init_key, k_star, v_star, *, L, gamma, eps, width, lr, s
     params = (tied_mlp_init(init_key, d=d, width=width) if tied else
               diag_mlp_init(init_key, L=L, d=d, width=width))
     key_test, streams = sgd.batch_keys(key, 1)
-    n_chunks, rem = _loop.schedule(steps, log_every)
+    n_chunks, rem = loop.schedule(steps, log_every)
     ex, trained = _train(key_test, streams[0], params, jnp.asarray(ks), jnp.asarray(vs), float(gamma), float(eps),
                          int(rem or 0), lr=float(lr), n_chunks=n_chunks, log_every=log_every, batch=batch,
                          n_test=n_test, L=int(L), has_rem=rem is not None, tied=bool(tied), dtype=dtype)
-    return {"step": _loop.log_steps(steps, log_every), "excess_risk": np.asarray(ex),
+    return {"step": loop.log_steps(steps, log_every), "excess_risk": np.asarray(ex),
             "params": jax.tree_util.tree_map(np.asarray, trained), "n_params": n_params(trained)}
 
 
@@ -155,7 +155,7 @@ def _side_by_side(key_test, keys, k0, v0, ks, vs, lams, alpha, gamma, eps, *, fs
     def one_run(key, k, v):
         noise = lambda t: reduced.reduced_noise(jax.random.fold_in(key, t), d, L, batch)
         carry = (jnp.broadcast_to(k, (A, d)), jnp.broadcast_to(v, (A, d)))
-        return _loop.run_chunks(step, carry, lambda cr: cr, n_chunks, log_every, rem, 1, noise, _loop.BLOCK)
+        return loop.run_chunks(step, carry, lambda cr: cr, n_chunks, log_every, rem, 1, noise, loop.BLOCK)
 
     K, V = jax.vmap(one_run)(keys, k0, v0)  # (R, T, A, d)
     Xt, yt, _ = task.assemble(task.draws(key_test, n_test, L=L, d=d), ks[None], vs[None], gamma=gamma, eps=eps)
@@ -189,11 +189,11 @@ def train_activations(names, lams, *, d: int, L: int, gamma: float, eps: float, 
         raise ValueError(f"names must be predictors that read X k and X v only {PROJECTIONS}, and d >= 4; "
                          f"got {names!r}, d={d!r}")
     key_test, keys = sgd.batch_keys(jax.random.key(seed + 2), repeats)
-    n_chunks, rem = _loop.schedule(steps, log_every)
+    n_chunks, rem = loop.schedule(steps, log_every)
     ov, ex = _side_by_side(key_test, keys, k0[:, 0], v0[:, 0], k_star, v_star, jnp.asarray(lams, float),
                            float(alpha), float(gamma), float(eps), fs=fs, n_chunks=n_chunks, log_every=log_every,
                            rem=rem, batch=check_int("batch", batch), n_test=check_int("n_test", n_test), L=int(L))
-    out = {"step": _loop.log_steps(steps, log_every)}
+    out = {"step": loop.log_steps(steps, log_every)}
     for i, name in enumerate(names):
         for j, f in enumerate(("kappa", "nu", "theta", "eta", "rho")):
             out[f"{name}_{f}"] = np.asarray(ov[j, :, :, i])

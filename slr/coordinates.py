@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr import _loop, reduced, task
+from slr import loop, reduced, task
 from slr.pgd import projected_step
 from slr.predictors import attention_multihead
 from slr.risk import closed_form
@@ -68,7 +68,7 @@ __all__ = ["orthonormalise", "setup", "noise", "step", "reframe", "core", "draw_
 
 _TOL = 1e-8          # a residual norm below this counts as zero (the vector lies in the span)
 _FALLBACK_SEED = 0xC0DE  # fixed directions completing a degenerate basis (no data randomness)
-_UNROLL = 1
+UNROLL = 1
 
 
 def orthonormalise(vectors, basis, fallback):
@@ -180,23 +180,23 @@ def step(carry, nz, ks, vs, lam, alpha, gamma, eps, d, shared):
 
 
 @partial(jax.jit, static_argnames=("fn", "n_chunks", "batch", "n_test", "L", "has_rem", "shared_draws",
-                                   "per_run", "block"), compiler_options=_loop.CLASSIC_EMITTERS)
+                                   "per_run", "block"), compiler_options=loop.CLASSIC_EMITTERS)
 def core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, tied, *, fn,
-         n_chunks, batch, n_test, L, has_rem, shared_draws, per_run, block=_loop.BLOCK):
+         n_chunks, batch, n_test, L, has_rem, shared_draws, per_run, block=loop.BLOCK):
     """The runs (R) of :func:`slr.sgd.train` with ``sampler="coordinates"``: (lam (T,), (kappa, nu, theta,
     eta, rho), test error minus eps^2 (R, T), final k, v (R, H, d), closed form (one head on one
     location) or None), the outputs of the full-d program."""
     (R, H, d), n = k0.shape, ks.shape[-2]
     D = 2 * n + 2 * H
-    lam_t = _loop.lam_fn(fn, lam0, c, jnp.float64)
+    lam_t = loop.lam_fn(fn, lam0, c, jnp.float64)
     o = 0 if per_run else None
 
     def run(key, a, b, s, u):
         kc, vc, ksc, vsc, _ = setup(a, b, s, u)
         one = lambda cr, t, nz: step(cr, nz, ksc, vsc, lam_t(t), alpha, gamma, eps, d, tied)
         nzf = lambda t: noise(jax.random.fold_in(key, t), L, batch, D, H, d, n)
-        K, V = _loop.run_chunks(one, (kc, vc), lambda cr: cr, n_chunks, log_every, rem if has_rem else None,
-                                _UNROLL, nzf, block, one_loop=True)
+        K, V = loop.run_chunks(one, (kc, vc), lambda cr: cr, n_chunks, log_every, rem if has_rem else None,
+                                UNROLL, nzf, block, one_loop=True)
         return K, V, ksc, vsc
 
     K, V, KS, VS = jax.vmap(run, in_axes=(None if shared_draws else 0, 0, 0, o, o))(keys, k0, v0, ks, vs)

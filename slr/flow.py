@@ -36,7 +36,7 @@ def _field(o, p):
 _field_jit = jax.jit(_field)
 _field_n = jax.jit(jax.vmap(_field))  # N runs, each with its own parameters (N, 4)
 _jac_n = jax.jit(jax.vmap(jax.jacfwd(_field)))
-_FLOW_BLOCK = 256  # flow_overlaps pads its runs to a multiple of this (one compilation per block count)
+FLOW_BLOCK = 256  # flow_overlaps pads its runs to a multiple of this (one compilation per block count)
 
 
 def overlap_flow(overlaps0, *, lam, d, gamma, L):
@@ -86,9 +86,9 @@ def flow_overlaps(overlaps0, *, lam, d, horizon, n_logs, gamma, L, rtol=1e-6, at
     n = o0.shape[1]
     lam, d = (np.broadcast_to(np.asarray(x, dtype=float), (n,)) for x in (lam, d))
     _check_flow(lam, d, gamma, L)
-    # the runs padded to a multiple of _FLOW_BLOCK (repeating the last): one compilation of the field
+    # the runs padded to a multiple of FLOW_BLOCK (repeating the last): one compilation of the field
     # and its Jacobian for every N up to that size; the rows of the padding are dropped
-    pad = lambda x: np.pad(x, ((0, -n % _FLOW_BLOCK), (0, 0)), mode="edge")
+    pad = lambda x: np.pad(x, ((0, -n % FLOW_BLOCK), (0, 0)), mode="edge")
     p = jnp.asarray(pad(np.stack([lam, np.full(n, float(gamma)), d, np.full(n, float(L))], axis=1)))
     idx = np.arange(5 * n).reshape(n, 5)
     rows, cols = np.repeat(idx, 5, axis=1).ravel(), np.tile(idx, (1, 5)).ravel()

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import brentq, minimize
 
-from slr import _loop, cache
+from slr import loop, cache
 from slr._minimize import bfgs_together
 from slr import gaussian as G
 from slr._validate import (check_int, check_interval, check_key, check_positive,
@@ -298,7 +298,7 @@ def transverse_hessian(lam, *, gamma, d, L, eps=0.0, corner=(1, 1)):
     lams = np.atleast_1d(_check(lam, gamma, d, L, eps))
     if len(corner) != 2 or any(c not in (1, -1) for c in corner):
         raise ValueError(f"corner must be a pair of signs (+-1, +-1), got {corner!r}")
-    pad = _loop.pad_to_block(lams, 64)  # 64 lams a block: one compilation
+    pad = loop.pad_to_block(lams, 64)  # 64 lams a block: one compilation
     out = np.asarray(_transverse_hess(jnp.zeros(2), jnp.asarray(corner, float), jnp.asarray(pad, jnp.float64),
                                       float(gamma), float(d), float(L), float(eps)))[:lams.size]
     return out.reshape(np.shape(lam) + (2, 2))

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr import _loop
+from slr import loop
 from slr._validate import check_int, check_interval, check_lam, check_positive, check_run, check_vectors
 from slr.overlaps import NAMES, gram_vectors
 from slr.pgd import UNROLL, split_lam
@@ -77,9 +77,9 @@ def manifold_map(kappa, nu, *, lam, alpha, gamma, d, L, eps=0.0):
 # the same parameters reuses the compiled program
 @partial(jax.jit, static_argnums=tuple(range(2, 14)))
 def _manifold_core(k, n, lam0, c, alpha, gamma, d, L, eps, log_every, rem, fn, n_chunks, has_rem):
-    lam_t = _loop.lam_fn(fn, lam0, c, jnp.float64)
+    lam_t = loop.lam_fn(fn, lam0, c, jnp.float64)
     body = lambda cr, t: _map(cr[0], cr[1], lam_t(jnp.asarray(t, jnp.float64)), alpha, gamma, d, L, eps)
-    return _loop.run_chunks(body, (k, n), lambda cr: cr, n_chunks, log_every, rem if has_rem else None, UNROLL)
+    return loop.run_chunks(body, (k, n), lambda cr: cr, n_chunks, log_every, rem if has_rem else None, UNROLL)
 
 
 def manifold_pgd(kappa0, nu0, *, lam, alpha, steps, gamma, d, L, log_every, eps=0.0):
@@ -93,12 +93,12 @@ def manifold_pgd(kappa0, nu0, *, lam, alpha, steps, gamma, d, L, log_every, eps=
     lam = check_lam(lam, steps)
     _check_map_args(kappa0, nu0, None, alpha, gamma, d, L, eps, names=("kappa0", "nu0"))
     log_every = check_int("log_every", log_every, lo=1)
-    n_chunks, rem = _loop.schedule(steps, log_every)
+    n_chunks, rem = loop.schedule(steps, log_every)
     kappa0, nu0 = jnp.broadcast_arrays(jnp.asarray(kappa0, jnp.float64), jnp.asarray(nu0, jnp.float64))
     fn, lam0, c = split_lam(lam)
     ka, nu = _manifold_core(kappa0, nu0, lam0, c, alpha, gamma, float(d), L, eps, log_every, int(rem or 0), fn,
                             n_chunks, rem is not None)
-    return _loop.log_steps(steps, log_every), jnp.moveaxis(ka, 0, -1), jnp.moveaxis(nu, 0, -1)
+    return loop.log_steps(steps, log_every), jnp.moveaxis(ka, 0, -1), jnp.moveaxis(nu, 0, -1)
 
 
 def map_jacobian(kappa, nu, *, lam, alpha, gamma, d, L, eps=0.0):

@@ -18,8 +18,8 @@ the closed form only as a scalar).
 - :func:`init_sphere` (one or H heads), :func:`init_manifold`: random starts. :class:`Trajectory`: the logged result;
   :func:`final_summary`: the final median, minimum and maximum over its runs.
 
-Both entries run one jitted engine: the steps of the chunked loop of :mod:`slr._loop` with one copy of
-the step in the compiled program (:func:`slr._loop.run_one_copy`).
+Both entries run one jitted engine: the steps of the chunked loop of :mod:`slr.loop` with one copy of
+the step in the compiled program (:func:`slr.loop.run_one_copy`).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr import _loop
+from slr import loop
 from slr._validate import (check_float_dtype, check_int, check_interval, check_key, check_lam, check_oracle,
                            check_per_run, check_run, check_vectors)
 from slr.overlaps import NAMES, dist_manifold, frame, frame_vectors, overlaps
@@ -40,7 +40,7 @@ __all__ = ["Trajectory", "InverseTime", "projected_step", "pgd", "pgd_overlaps",
            "init_manifold", "split_lam", "final_summary"]
 
 UNROLL = 2  # inner-loop unrolling of slr.manifold's loop (faster steps, longer compile); pgd's own loop
-#             runs one copy of the step (_loop.run_one_copy: each copy compiled costs more than it saves here)
+#             runs one copy of the step (loop.run_one_copy: each copy compiled costs more than it saves here)
 _FIELDS = NAMES + ("excess_risk",)
 
 
@@ -149,7 +149,7 @@ def _pgd_single(k0, v0, ks, vs, lam0, c, alpha, d, gamma, L, eps, log_every, las
         k0, v0, ks, vs = (Q.T @ x for x in (k0, v0, ks, vs))
     k0, v0, ks, vs = (x.astype(dt) for x in (k0, v0, ks, vs))
     gamma, eps, alpha, d, L = (jnp.asarray(x, dt) for x in (gamma, eps, alpha, d, L))
-    lam_t = _loop.lam_fn(fn, lam0, c, dt)
+    lam_t = loop.lam_fn(fn, lam0, c, dt)
 
     def body(cr, t):
         k, v = cr
@@ -157,7 +157,7 @@ def _pgd_single(k0, v0, ks, vs, lam0, c, alpha, d, gamma, L, eps, log_every, las
         return projected_step(k, v, gk, gv, alpha)
 
     log = lambda cr: jnp.stack(overlaps(*cr, ks, vs))
-    return _loop.run_one_copy(body, (k0, v0), log, n_logs, log_every, last).T  # (5, T)
+    return loop.run_one_copy(body, (k0, v0), log, n_logs, log_every, last).T  # (5, T)
 
 
 @partial(jax.jit, static_argnames=("fn", "n_logs", "reduced", "dt", "axes"))
@@ -172,15 +172,15 @@ def _pgd_core(k0, v0, ks, vs, lam0, c, alpha, d, gamma, L, eps, log_every, last,
     # the excess risk at the logged points, from the logged overlaps (one copy of the closed form)
     col = lambda x, i: x[:, None] if axes is not None and axes[i] == 0 else x
     cast = lambda x: jnp.asarray(x, dt)
-    lam = _loop.lam_fn(fn, col(lam0, 4), col(c, 5), dt)(t_log.astype(dt))
+    lam = loop.lam_fn(fn, col(lam0, 4), col(c, 5), dt)(t_log.astype(dt))
     excess = closed_form(*(o[..., i, :] for i in range(5)), lam, cast(gamma), cast(col(d, 7)), cast(L),
                          cast(eps)) - jnp.square(cast(eps))
     return tuple(o[..., i, :] for i in range(5)) + (excess,)
 
 
 def _run(args, *, fn, steps, log_every, gamma, L, eps, reduced, dt, axes):
-    n_chunks, rem = _loop.schedule(steps, log_every)
-    t_log = _loop.log_steps(steps, log_every)
+    n_chunks, rem = loop.schedule(steps, log_every)
+    t_log = loop.log_steps(steps, log_every)
     out = _pgd_core(*args, float(gamma), float(L), float(eps), log_every, int(rem or log_every),
                     jnp.asarray(t_log), fn=fn, n_logs=n_chunks + (rem is not None), reduced=reduced, dt=dt,
                     axes=axes)

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr import _loop, landscape, pgd, task
+from slr import loop, landscape, pgd, task
 from slr._threads import pool_map
 from slr._validate import check_int, check_key, check_nonneg, check_positive
 from slr.flow import flow_overlaps
@@ -236,6 +236,6 @@ def end_kinds(data: dict, *, gamma, d, L, index=-1, kappa_min: float = 0.9):
     kinds = landscape.classify(*o, lam=lam, gamma=gamma, d=d)
     kinds = np.where(kinds == "oracle", np.where(np.abs(o[0]) >= kappa_min, "recovered", "other"), kinds)
     # the oracle's risk (Theorem 1) in blocks of 1024 lams: one compilation
-    orc = np.asarray(_oracle(_loop.pad_to_block(lam, 1024), gamma, float(d), float(L)))
+    orc = np.asarray(_oracle(loop.pad_to_block(lam, 1024), gamma, float(d), float(L)))
     gap = np.asarray(data["excess_risk"])[..., sl] - orc[:np.size(lam)].reshape(np.shape(lam))
     return kinds, gap

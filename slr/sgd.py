@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr import _loop, coordinates, reduced, task
+from slr import loop, coordinates, reduced, task
 from slr._threads import pool_map
 from slr._validate import check_heads, check_int, check_key, check_lam, check_run, check_vectors
 from slr.pgd import Trajectory, projected_step, split_lam
@@ -35,14 +35,14 @@ __all__ = ["train", "sgd", "TrainLog", "batch_keys", "fresh_draws", "SAMPLERS", 
 
 SAMPLERS = ("reduced", "full", "coordinates")
 TOKEN_NOISE = ("independent", "shared")
-_UNROLL = 4  # inner-loop unrolling of the steps (fig5: 0.33 ms per step of 30 repeats, 1: 0.44 ms)
-_UNROLL_MULTI = 1  # several heads, reduced: unrolling multiplies the compilation time
+UNROLL = 4  # inner-loop unrolling of the steps (fig5: 0.33 ms per step of 30 repeats, 1: 0.44 ms)
+UNROLL_MULTI = 1  # several heads, reduced: unrolling multiplies the compilation time
 #: runs x steps from which :func:`train` runs the two halves of an even number of runs on two threads
 #: (XLA releases the GIL; measured cold: Figure 9's cell 96 -> 70 s, Figure 5 50 -> 42 s). The same
 #: numbers for oracles per run; with one oracle shared by the runs, the test losses move at round-off
 #: (1e-15): their product with the shared test batch is one matrix product whose summation order
 #: depends on the number of runs.
-_HALVES_MIN = 100_000
+HALVES_MIN = 100_000
 _LOGS = ("kappa", "nu", "theta", "eta", "rho", "excess_risk")
 
 
@@ -109,8 +109,8 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
     if sampler == "reduced" and d >= 2 * (n + H):  # else no frame: the full draw is as cheap
         grads, noise = reduced.sampler(key, ks, vs, lam_t, gamma, L, eps, batch, tied, H, f)
         step = lambda cr, t, nz: _heads_step(cr[0], cr[1], *grads(cr[0], cr[1], t, nz), alpha)
-        unroll = _UNROLL if H == n == 1 else _UNROLL_MULTI
-        return _loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise, block,
+        unroll = UNROLL if H == n == 1 else UNROLL_MULTI
+        return loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise, block,
                                 one_loop=True)  # unroll 1 (several heads; the suite's rolled loops): one step copy
     grad = jax.grad(partial(_loss, f), argnums=(0, 1))
 
@@ -119,16 +119,16 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
         X, y, _ = task.assemble(dr, ks, vs, gamma=gamma, eps=eps)
         return _heads_step(cr[0], cr[1], *grad(cr[0], cr[1], X, y, lam_t(t)), alpha)
 
-    return _loop.run_chunks(body, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, _UNROLL)
+    return loop.run_chunks(body, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, UNROLL)
 
 
 @partial(jax.jit, static_argnames=("f", "sampler", "fn", "n_chunks", "batch", "n_test", "L", "has_rem",
                                    "shared", "per_run", "batched", "tied_static", "block", "draws"))
 def _core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, rem, t_log, tied, *, f,
           sampler, fn, n_chunks, batch, n_test, L, has_rem, shared, per_run, batched=True, tied_static=None,
-          block=_loop.BLOCK, draws="float64"):
+          block=loop.BLOCK, draws="float64"):
     tied = tied if tied_static is None else tied_static  # traced for the reduced sampler: one compilation
-    lam_t = _loop.lam_fn(fn, lam0, c, jnp.float64)
+    lam_t = loop.lam_fn(fn, lam0, c, jnp.float64)
     run = lambda kk, a, b, s, u: _one_run(kk, a, b, s, u, lam_t, alpha, gamma, eps, log_every,
                                           rem if has_rem else None, f=f, sampler=sampler, n_chunks=n_chunks,
                                           batch=batch, L=L, tied=tied, block=block, draws=draws)
@@ -200,7 +200,7 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
             of the same law up to float32 resolution, as in :mod:`slr.appendix_f`). The full sampler only;
             the test batch is drawn in float64.
 
-    An even number of runs with runs x steps >= ``_HALVES_MIN`` (the chapters' figures) runs as two
+    An even number of runs with runs x steps >= ``HALVES_MIN`` (the chapters' figures) runs as two
     halves on two threads, one per core: the same program and the same numbers (with one oracle shared
     by the runs, the test losses to round-off, 1e-15).
     """
@@ -239,17 +239,17 @@ def train(key, k0, v0, k_stars, v_stars, *, lam, alpha, steps, batch, gamma, L, 
 def _train(key_test, keys, k0, v0, ks, vs, lam, *, alpha, steps, batch, gamma, L, eps, log_every, f, n_test,
            shared, sampler, batched=True, tied=False, draws="float64"):
     fn, lam0, c = split_lam(lam)
-    n_chunks, rem = _loop.schedule(int(steps), int(log_every))
-    t_log = _loop.log_steps(int(steps), int(log_every))
+    n_chunks, rem = loop.schedule(int(steps), int(log_every))
+    t_log = loop.log_steps(int(steps), int(log_every))
     per_run = np.ndim(ks) == 3
     args = lambda kk, a, b, s, u: (key_test, kk, *map(jnp.asarray, (a, b, s, u)), lam0, c, float(alpha),
                                    float(gamma), float(eps), int(log_every), int(rem or 0), jnp.asarray(t_log),
                                    bool(tied))
-    # the reduced and coordinates samplers' draws, a block of steps at a time (_loop.draw_block); the full
+    # the reduced and coordinates samplers' draws, a block of steps at a time (loop.draw_block); the full
     # draw has no blocks: one program for every step count
     static = dict(fn=fn, n_chunks=n_chunks, batch=int(batch), n_test=int(n_test), L=int(L),
                   has_rem=rem is not None, per_run=per_run,
-                  block=_loop.BLOCK if sampler == "full" else _loop.draw_block(steps))
+                  block=loop.BLOCK if sampler == "full" else loop.draw_block(steps))
     if sampler == "coordinates":  # the overlaps in frame coordinates (slr.coordinates)
         core = lambda *a: coordinates.core(*args(*a), shared_draws=shared, **static)
     else:
@@ -257,7 +257,7 @@ def _train(key_test, keys, k0, v0, ks, vs, lam, *, alpha, steps, batch, gamma, L
                                 tied_static=None if sampler == "reduced" else bool(tied), draws=draws,
                                 **static)
     R = np.shape(k0)[0]
-    if batched and R % 2 == 0 and R * int(steps) >= _HALVES_MIN:
+    if batched and R % 2 == 0 and R * int(steps) >= HALVES_MIN:
         # two halves of the runs, one per core (one program: the halves have one shape)
         cut = lambda x, s, by_run=True: x[s] if by_run else x
         halves = pool_map(lambda s: core(cut(keys, s, not shared), k0[s], v0[s], cut(ks, s, per_run),

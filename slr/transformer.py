@@ -19,7 +19,7 @@ Only the register row enters the prediction: :func:`predict` computes it alone f
 ``u_h = Q_h K_h^T LN(c) / sqrt(p)`` per head (:func:`forward_full`: the whole output, for checking).
 :func:`train`: plain SGD (optax) on the matrices, as in Appendix E.3, not Definition 1's sphere step;
 fresh samples (:func:`slr.task.draws`) at every step of one jitted ``lax.scan``, runs vmapped; float32.
-The training program is :mod:`slr._transformer_train`, with the step's gradient written by hand (jax.grad's
+The training program is :mod:`slr.transformer_train`, with the step's gradient written by hand (jax.grad's
 arithmetic up to round-off, tested to 1e-13 in float64): every product a plain row-major matrix product, and the
 informative tokens' layer norm from moments shared by the runs (``signal_ln``): Figure 8's step 15.0 ->
 11.2 ms of CPU.
@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr import _transformer_train as _train
+from slr import transformer_train
 from slr._threads import matrix_by_matrix, one_blas_thread
 from slr._validate import check_int, check_key, check_nonneg, check_positive
 from slr.task import assemble, draws, tie
@@ -146,7 +146,7 @@ def init_params(key, *, d: int, p: int, m: int, H: int = 1, dtype=jnp.float64, o
         raise ValueError(f"d must be a multiple of H, got d={d!r} and H={H!r}")
     check_nonneg("q_std", q_std)
     # sqrt(q_std ** 2): the scale of N(0, q_std^2) entries as gauss() computes it (the same bits as before)
-    return _train.init(key, d, p, m, H, dtype, o_variance, math.sqrt(q_std ** 2) if q_std else None)
+    return transformer_train.init(key, d, p, m, H, dtype, o_variance, math.sqrt(q_std ** 2) if q_std else None)
 
 
 def layer_norm(x):
@@ -273,7 +273,7 @@ def train(cfg: TransformerConfig = FIGURE_8, seed=None):
     # OpenBLAS on one thread (slr._threads): the SVD logged for Figure 8's nearly rank-one Q took 0.1 to 3 s
     # of CPU per log with two threads, 0.01 s with one, the same numbers bit for bit (Figures 8 and 10)
     with one_blas_thread():  # seed and q_std enter as data: one program for all of them
-        out = jax.tree.map(np.asarray, _train.program(jax.random.split(run_key, cfg.repeats), data_key, q_scale,
+        out = jax.tree.map(np.asarray, transformer_train.program(jax.random.split(run_key, cfg.repeats), data_key, q_scale,
                                               dataclasses.replace(cfg, seed=0, q_std=0.0)))
     out["steps"] = np.arange(0, cfg.steps + 1, cfg.log_every)
     return out

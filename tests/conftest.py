@@ -23,17 +23,17 @@ with test_predictors.py 23.9 and 23.4 against 22.6 and 22.0; test_experiments.py
 the same flags.
 
 For the same reason the suite traces the step loops of the trainers without unrolling them
-(``slr.sgd._UNROLL`` and ``slr.pgd.UNROLL``, which ``slr.manifold``'s loop reads, set to 1 by
+(``slr.sgd.UNROLL`` and ``slr.pgd.UNROLL``, which ``slr.manifold``'s loop reads, set to 1 by
 :func:`_roll_the_step_loops`; exact PGD itself compiles one copy of its step in the chapters too): an
 unrolled loop body is compiled once per copy, and the stochastic trainer's programs (``slr.sgd._core``, a
 third of this suite's compilation) compile in half the time rolled (measured 2.8 s -> 1.3 s each). A rolled
-loop whose chunk length is traced runs ``slr._loop.run_one_copy`` (one copy of the step, remainder included:
+loop whose chunk length is traced runs ``slr.loop.run_one_copy`` (one copy of the step, remainder included:
 the stochastic trainer's full-sampler programs: about 1 to 2 s of CPU less per test that compiles one,
 measured under contention); the chapters' unrolled loops never take that branch.
 The steps are the same either way: ``test_chapters_unrolling_is_the_rolled_loop`` (``test_sgd.py``) runs
 the chapters' unrolling of the trainer and checks it against the rolled loop, and
 ``test_one_copy_loop_is_run_chunks`` (``test_pgd.py``) checks exact PGD's loop against the unrolled
-``slr._loop.run_chunks``. ``SLR_TEST_UNROLL=1`` keeps the chapters' unrolling everywhere.
+``slr.loop.run_chunks``. ``SLR_TEST_UNROLL=1`` keeps the chapters' unrolling everywhere.
 
 Where a test's time goes: ``-p tests.jax_profile`` (``tests/jax_profile.py``) writes each test's CPU
 seconds, its XLA compilation, tracing and lowering seconds and the number of programs it compiled.
@@ -70,7 +70,7 @@ CHAPTER_UNROLL = {}  # module -> (name, the chapters' unrolling), for the tests 
 
 def _roll_the_step_loops():
     from slr import pgd, sgd
-    for mod, name in ((sgd, "_UNROLL"), (pgd, "UNROLL")):
+    for mod, name in ((sgd, "UNROLL"), (pgd, "UNROLL")):
         CHAPTER_UNROLL[mod.__name__] = (name, getattr(mod, name))
         if os.environ.get("SLR_TEST_UNROLL", "0") in ("0", "false", "no", ""):
             setattr(mod, name, 1)
@@ -87,6 +87,20 @@ def no_chapter():
     claims.stop()
     yield
     claims.stop()
+
+
+_TRACED = []  # the names of the functions JAX traces (one per jit cache miss), from public jax.monitoring
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, secs, fun_name=None, **_: _TRACED.append(fun_name)
+    if event == "/jax/core/compile/jaxpr_trace_duration" else None)
+
+
+@pytest.fixture
+def traced():
+    """The names of the functions JAX traces from here to the test's end, in order (a list the test may
+    clear): a jitted function that is not recompiled does not appear."""
+    _TRACED.clear()
+    return _TRACED
 
 
 @pytest.fixture
@@ -107,7 +121,7 @@ def result_cache(tmp_path, monkeypatch):
 # CPU, long wall), so they start early, while the other worker computes. A file not listed (under 1 s) comes
 # last; so did test_coordinates.py, the costliest, until 2026-11-29, when it was missing from this list. xdist keeps this order only with
 # `--no-loadscope-reorder` (pyproject.toml): by default it sorts files by their number of tests.
-_COSTLIEST_FIRST = ("test_coordinates.py", "test_sgd.py", "test_reduced.py", "test_transformer.py", "test_risk.py",
+COSTLIEST_FIRST = ("test_coordinates.py", "test_sgd.py", "test_reduced.py", "test_transformer.py", "test_risk.py",
                     "test_nbval_cache.py", "test_kernel_wakeup.py",
                     "test_baselines.py", "test_experiments.py", "test_appendix_f.py",
                     "test_recovery.py", "test_task.py", "test_pgd.py", "test_montecarlo.py", "test_icl.py",
@@ -117,11 +131,11 @@ _COSTLIEST_FIRST = ("test_coordinates.py", "test_sgd.py", "test_reduced.py", "te
                     "test_tuning.py", "test_overlaps.py", "test_plotting.py", "test_cache.py")
 #: the files under 1 s in that run (the unit suite's every other file; test_browser.py runs apart):
 #: ``tests/test_nbval_order.py`` checks that each test file is in one of the two lists
-CHEAP_LAST = ("test_figcheck.py", "test_rng.py", "test_book.py", "test_claims.py", "test_book_hygiene.py",
+CHEAP_LAST = ("test_figcheck.py", "test_threefry.py", "test_book.py", "test_claims.py", "test_book_hygiene.py",
               "test_setup_cells.py", "test_diagrams.py", "test_reading_time.py", "test_binder_env.py",
               "test_colab_env.py", "test_ledger.py", "test_browser.py")
 
 
 def pytest_collection_modifyitems(items):
-    rank = {name: i for i, name in enumerate(_COSTLIEST_FIRST)}
+    rank = {name: i for i, name in enumerate(COSTLIEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: order within a file kept

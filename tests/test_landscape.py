@@ -207,8 +207,8 @@ def test_transverse_hessian_is_the_riemannian_hessian_block():
 
 
 def test_pad_to_block_keeps_the_values_and_pads_with_the_last():
-    from slr import _loop
+    from slr import loop
     x = np.arange(6.0).reshape(2, 3)
-    p = _loop.pad_to_block(x, 4)
+    p = loop.pad_to_block(x, 4)
     assert p.shape == (8,) and np.array_equal(p[:6], x.ravel()) and np.all(p[6:] == 5.0)
-    assert _loop.pad_to_block(np.arange(8.0), 4).shape == (8,)  # already a multiple: no padding
+    assert loop.pad_to_block(np.arange(8.0), 4).shape == (8,)  # already a multiple: no padding

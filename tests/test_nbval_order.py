@@ -46,9 +46,9 @@ def test_every_test_file_has_a_place_in_the_unit_suite_order():
     lists runs last, which is harmless only for a cheap file (test_coordinates.py, the costliest, once ran last
     because it was missing). Control: a file not in the lists is reported."""
     from tests import conftest
-    listed = set(conftest._COSTLIEST_FIRST) | set(conftest.CHEAP_LAST)
+    listed = set(conftest.COSTLIEST_FIRST) | set(conftest.CHEAP_LAST)
     missing = lambda names: sorted(set(names) - listed)
     names = [p.name for p in (ROOT / "tests").glob("test_*.py")]
     assert "test_coordinates.py" in names and missing(names) == []
     assert missing(["test_a_new_file.py"]) == ["test_a_new_file.py"]
-    assert len(listed) == len(conftest._COSTLIEST_FIRST) + len(conftest.CHEAP_LAST)  # none in both
+    assert len(listed) == len(conftest.COSTLIEST_FIRST) + len(conftest.CHEAP_LAST)  # none in both

@@ -281,21 +281,21 @@ def test_init_sphere_heads():
 @pytest.mark.parametrize("steps,log_every", [(40 * 51, 51), (40 * 51 + 7, 51), (5, 10)])
 def test_one_copy_loop_is_run_chunks(steps, log_every):
     """pgd's loop (one copy of the step, the remainder as a last chunk) takes the steps of
-    slr._loop.run_chunks unrolled (the other trainers' loop): the same step indices in the same order and
+    slr.loop.run_chunks unrolled (the other trainers' loop): the same step indices in the same order and
     the same logs, chunk lengths traced. The step reads its index (a skipped, repeated or reordered step
     changes the carry) and an odd chunk length exercises run_chunks' remainder loop."""
-    from slr import _loop
+    from slr import loop
 
     body = lambda c, t: c * (1.0 + 1e-3 * jnp.sin(t.astype(jnp.float64))) + jnp.cos(3.0 * t)
     log = lambda c: c
-    n_chunks, rem = _loop.schedule(steps, log_every)
-    ours = jax.jit(lambda every, last: _loop.run_one_copy(body, jnp.float64(0.5), log, n_chunks + (rem is not None),
+    n_chunks, rem = loop.schedule(steps, log_every)
+    ours = jax.jit(lambda every, last: loop.run_one_copy(body, jnp.float64(0.5), log, n_chunks + (rem is not None),
                                                          every, last))(log_every, rem or log_every)
-    theirs = jax.jit(lambda every, r: _loop.run_chunks(body, jnp.float64(0.5), log, n_chunks, every,
+    theirs = jax.jit(lambda every, r: loop.run_chunks(body, jnp.float64(0.5), log, n_chunks, every,
                                                        None if rem is None else r, 2))(log_every, rem or 0)
-    assert ours.shape == (len(_loop.log_steps(steps, log_every)),)
+    assert ours.shape == (len(loop.log_steps(steps, log_every)),)
     np.testing.assert_array_equal(ours, theirs)
     # the body is not trivially invariant: a skipped step changes the carry
-    skipped = jax.jit(lambda every, last: _loop.run_one_copy(body, jnp.float64(0.5), log, n_chunks + (rem is not None),
+    skipped = jax.jit(lambda every, last: loop.run_one_copy(body, jnp.float64(0.5), log, n_chunks + (rem is not None),
                                                             every, last))(log_every, (rem or log_every) - 1)
     assert skipped[-1] != ours[-1]

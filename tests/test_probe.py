@@ -157,17 +157,17 @@ def test_bert_cls_is_the_whole_model_bit_for_bit(tiny_bert, monkeypatch):
     import torch
 
     tok, model = encoder.load_encoder(tiny_bert)
-    assert encoder._is_bert(model)
+    assert encoder.is_bert(model)
     for sents in (["The city is nice.", "my very blue dog is mean", "the dog . , is nice very mean"],
                   ["the city is nice", "the city is mean"]):
         ref = tok(sents, padding=True, return_tensors="pt")
         enc = tok(sents, return_token_type_ids=True)
-        mine = encoder._padded(enc["input_ids"], enc["token_type_ids"], tok.pad_token_id, "right")
+        mine = encoder.padded(enc["input_ids"], enc["token_type_ids"], tok.pad_token_id, "right")
         for key in ("input_ids", "token_type_ids", "attention_mask"):
             assert torch.equal(mine[key], ref[key]), key
         with torch.inference_mode():
             whole = torch.stack([h[:, 0] for h in model(**ref, output_hidden_states=True).hidden_states], 1)
-            mine_cls, whole = encoder._bert_cls(model, mine).numpy(), whole.numpy()
+            mine_cls, whole = encoder.bert_cls(model, mine).numpy(), whole.numpy()
             # every layer but the last bit for bit; the last to float32 rounding (its GEMMs have
             # fewer rows, which may select another kernel: exact on the chapter's batches)
             np.testing.assert_array_equal(mine_cls[:, :-1], whole[:, :-1])
@@ -178,25 +178,25 @@ def test_bert_cls_is_the_whole_model_bit_for_bit(tiny_bert, monkeypatch):
     fast = encoder.cls_states(sents, tok, model, batch_size=2, num_threads=2)
     np.testing.assert_array_equal(encoder.cls_states(sents, tok, model, batch_size=2, num_threads=1), fast)
     # a batch in chunks padded to the batch's width: the states of the batch run whole
-    monkeypatch.setattr(encoder, "_CHUNK", 1)
+    monkeypatch.setattr(encoder, "CHUNK", 1)
     chunked = encoder.cls_states(sents, tok, model, batch_size=2, num_threads=2)
     np.testing.assert_array_equal(chunked[:, :-1], fast[:, :-1])
     np.testing.assert_allclose(chunked, fast, rtol=0, atol=1e-6 * np.abs(fast).max())
-    monkeypatch.setattr(encoder, "_is_bert", lambda model: False)
+    monkeypatch.setattr(encoder, "is_bert", lambda model: False)
     whole = encoder.cls_states(sents, tok, model, batch_size=2)
     np.testing.assert_array_equal(whole[:, :-1], fast[:, :-1])
     np.testing.assert_allclose(whole, fast, rtol=0, atol=1e-6 * np.abs(whole).max())
 
 
 def test_an_older_transformers_runs_the_whole_model(tiny_bert, monkeypatch):
-    """_bert_cls calls transformers 5 internals: with an older release (e.g. a Colab's) the encoder runs
-    whole (_is_bert False), as with any other model."""
+    """bert_cls calls transformers 5 internals: with an older release (e.g. a Colab's) the encoder runs
+    whole (is_bert False), as with any other model."""
     import transformers
 
     _, model = encoder.load_encoder(tiny_bert)
-    assert encoder._is_bert(model)
+    assert encoder.is_bert(model)
     monkeypatch.setattr(transformers, "__version__", "4.57.1")
-    assert not encoder._is_bert(model)
+    assert not encoder.is_bert(model)
 
 
 def test_fingerprint_tracks_the_weights(tiny_bert, tmp_path):

@@ -113,11 +113,11 @@ def test_overlap_flow_is_the_small_step_limit_of_one_pgd_step():
 
 @pytest.fixture
 def flow_block_32(monkeypatch):
-    """flow_overlaps pads its runs to a multiple of FL._FLOW_BLOCK (256: one compilation for every
+    """flow_overlaps pads its runs to a multiple of FL.FLOW_BLOCK (256: one compilation for every
     sweep of the chapter); the tests below solve 4 to 32 runs, so a block of 32 evaluates the field
     and its Jacobian on 8 to 64 times fewer rows. Each run is its own row of a vmap (the padding
     rows are dropped), so the solution does not depend on the block."""
-    monkeypatch.setattr(FL, "_FLOW_BLOCK", 32)
+    monkeypatch.setattr(FL, "FLOW_BLOCK", 32)
 
 
 def test_flow_is_the_trajectory_of_pgd_at_small_steps(flow_block_32):

@@ -233,7 +233,7 @@ def rolled_runs(small):
 @pytest.mark.parametrize("sampler", ["full", "reduced"])
 def test_chapters_unrolling_is_the_rolled_loop(small, rolled_runs, monkeypatch, sampler):
     """The suite rolls the step loops (conftest: half the compilation time); the chapters unroll them
-    (slr.sgd._UNROLL = 4): the same iterates. Chunks of 61 steps (the chunk length is traced, so the
+    (slr.sgd.UNROLL = 4): the same iterates. Chunks of 61 steps (the chunk length is traced, so the
     rolled programs are those of the tests above: KW's two logs for the full sampler, the five logs of
     test_sgd_decreases_excess_risk for the reduced one; both rolled runs are made before the first
     jax.clear_caches below, which drops every compiled program) run the unrolled loop and its
@@ -258,7 +258,7 @@ def test_chapters_unrolling_is_the_rolled_loop(small, rolled_runs, monkeypatch, 
 
 @pytest.mark.parametrize("per_run", [True, False])
 def test_two_halves_are_the_one_program(small, monkeypatch, per_run):
-    """From ``_HALVES_MIN`` runs x steps, train runs the two halves of an even number of runs on two
+    """From ``HALVES_MIN`` runs x steps, train runs the two halves of an even number of runs on two
     threads (one per core): the numbers of the one program, bit for bit with an oracle per run (Figure 9,
     Question 3); with one oracle shared by the runs (Figure 5) the test losses to round-off (measured
     2.7e-15 on Figure 5's 30 runs; 0 in this small setting), every iterate bit for bit. Control: the
@@ -272,7 +272,7 @@ def test_two_halves_are_the_one_program(small, monkeypatch, per_run):
     kw = dict(KW, sampler="reduced")
     one = S.train(jax.random.key(72), k0, v0, ks, vs, **kw)
     calls = []
-    monkeypatch.setattr(S, "_HALVES_MIN", 1)
+    monkeypatch.setattr(S, "HALVES_MIN", 1)
     monkeypatch.setattr(S, "pool_map", lambda fn, items: calls.append(len(items)) or [fn(x) for x in items])
     two = S.train(jax.random.key(72), k0, v0, ks, vs, **kw)
     assert calls == [2]

@@ -1,4 +1,4 @@
-"""Private: the training program of the Transformer layer (:func:`slr.transformer.train`, Eq. 29): the
+"""The training program of the Transformer layer (:func:`slr.transformer.train`, Eq. 29): the
 runs' setup, the logged metrics, the jitted SGD loop (:func:`program`), and the gradient of the
 training risk, its backward pass written by hand (:func:`risk_grad`).
 

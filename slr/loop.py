@@ -1,4 +1,4 @@
-"""Private loop engine of :mod:`slr.pgd`, :mod:`slr.sgd` and :mod:`slr.manifold`.
+"""The loop engine of :mod:`slr.pgd`, :mod:`slr.sgd`, :mod:`slr.manifold` and the other trainers.
 
 :func:`run_chunks` runs ``steps`` iterations of a traceable step inside one ``jax.lax.scan`` over the
 logging chunks (logging after each chunk), unrolling the inner loop and, for stochastic steps, drawing

@@ -1,15 +1,15 @@
-"""slr._rng: the unrolled threefry lowering on CPU gives the bits of JAX's rolled loop."""
+"""slr.threefry: the unrolled threefry lowering on CPU gives the bits of JAX's rolled loop."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax._src.random import threefry2x32 as tf
 
-from slr import _rng
+from slr import threefry
 
 
 def test_unrolled_threefry_equals_the_rolled_loop():
-    assert _rng.UNROLLED
+    assert threefry.UNROLLED
     k1, k2 = jnp.uint32(0x12345678), jnp.uint32(0x9ABCDEF0)
     x = jax.random.bits(jax.random.key(3), (2, 1000), dtype=jnp.uint32)
     rolled = jax.jit(lambda *a: tf._threefry2x32_lowering(*a, use_rolled_loops=True))(k1, k2, x[0], x[1])
