@@ -6,7 +6,8 @@
   ("at most {glue:text}`x:.2f`" must not show 0.48 for 0.4823).
 - :func:`table` renders a small dict of rows as a Markdown table (no pandas).
 - :func:`timed` runs a computation with the result cache bypassed (:func:`slr.cache.bypass`, which
-  leaves ``os.environ`` alone) and returns its result and the seconds it took.
+  leaves ``os.environ`` alone) and returns its result and the seconds it took; :func:`timed_parts` also
+  the seconds of XLA compilation among them, so that two computations compare without it.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from . import cache
 
-__all__ = ["plain", "glue", "bound", "table", "markdown_table", "timed"]
+__all__ = ["plain", "glue", "bound", "table", "markdown_table", "timed", "timed_parts"]
 
 
 def plain(value: Any) -> Any:
@@ -132,3 +133,27 @@ def timed(fn: Callable, *args, **kwargs) -> tuple[Any, float]:
         result = jax.block_until_ready(fn(*args, **kwargs))
         seconds = time.perf_counter() - t0
     return result, seconds
+
+
+_COMPILING: list[float] = []  # the compilation seconds of each open timed_parts call, innermost last
+
+
+def _on_event(event: str, seconds: float, **_) -> None:
+    if event == "/jax/core/compile/backend_compile_duration" and _COMPILING:
+        _COMPILING[-1] += seconds
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_event)
+
+
+def timed_parts(fn: Callable, *args, **kwargs) -> tuple[Any, float, float]:
+    """``(fn(*args, **kwargs), seconds, compile_seconds)``: :func:`timed`, and the seconds of XLA
+    compilation within (JAX's compile events, :mod:`jax.monitoring`, from every thread). A program
+    compiled earlier in the process, or read from JAX's persistent compilation cache, adds no compilation:
+    ``seconds - compile_seconds`` is the time of the computation itself either way."""
+    _COMPILING.append(0.0)
+    try:
+        result, seconds = timed(fn, *args, **kwargs)
+    finally:
+        compile_seconds = _COMPILING.pop()
+    return result, seconds, compile_seconds

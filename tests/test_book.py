@@ -80,6 +80,25 @@ def test_timed_bypasses_the_cache_without_touching_the_environment(result_cache)
     assert not list(result_cache.glob("*.npz"))                   # nothing stored, nothing read
 
 
+def test_timed_parts_counts_the_compilation_once(result_cache):
+    """A program compiled inside the call counts as compilation; the same program called again compiles
+    nothing (control: the first call's compilation is seen, so a zero is not the listener missing it)."""
+    import time
+
+    import jax
+
+    c = float(time.time_ns() % 1_000_003)  # a constant of the program: JAX's persistent cache never has it
+    f = jax.jit(lambda x: jnp.cumsum(jnp.sin(x) * c) @ x[::-1])
+    x = jnp.linspace(0.0, 1.0, 173)
+    first, s1, c1 = book.timed_parts(f, x)
+    again, s2, c2 = book.timed_parts(f, x)
+    assert c1 > 0.0 and s1 >= c1                       # the compilation, inside the call's time
+    assert c2 == 0.0 and s2 >= 0.0 and float(first) == float(again)
+    with pytest.raises(ZeroDivisionError):              # an error inside passes through
+        book.timed_parts(lambda: 1 / 0)
+    assert book.timed_parts(f, x)[2] == 0.0
+
+
 @given(x=st.floats(min_value=-1e6, max_value=1e6, allow_nan=False).filter(lambda x: abs(x) > 1e-300),
        digits=st.integers(0, 5), kind=st.sampled_from("fe%"), side=st.sampled_from(["at most", "at least"]))
 @settings(max_examples=300, deadline=None)
