@@ -205,6 +205,7 @@ def _hess_top(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps):
 
 # gamma, d, L, eps static (a few values per chapter; one compilation each): the same program as a
 # closure over them, so the values are bit-identical to it
+_BLOCK = 64
 _hess_top_jit = jax.jit(jnp.vectorize(_hess_top, excluded={6, 7, 8, 9}), static_argnums=(6, 7, 8, 9))
 
 
@@ -224,8 +225,14 @@ def hessian_top_eigenvalue_overlaps(kappa, nu, theta, eta, rho, *, lam, gamma, d
     if not np.all(np.isfinite(lam_arr) & (lam_arr > 0)):
         raise ValueError(f"lam must be > 0 and finite (a scalar or an array), got {lam!r}")
     check_run(gamma=gamma, L=L, eps=eps, d=d)
-    return _hess_top_jit(*(jnp.asarray(x, jnp.float64) for x in (kappa, nu, theta, eta, rho, lam)),
-                         float(gamma), float(d), float(L), float(eps))
+    args = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (kappa, nu, theta, eta, rho, lam)))
+    # blocks of _BLOCK points, each a call of one compiled program (a compilation per shape cost about
+    # 2.8 s on the book's CPU, five of them in the pgd chapter); each point's value is the one alone
+    flat = [loop.pad_to_block(a, _BLOCK) for a in args]
+    out = np.concatenate([np.asarray(_hess_top_jit(*(jnp.asarray(a[i:i + _BLOCK]) for a in flat), float(gamma),
+                                                   float(d), float(L), float(eps)))
+                          for i in range(0, flat[0].size, _BLOCK)])
+    return out[:args[0].size].reshape(args[0].shape)
 
 
 def hessian_top_eigenvalue(k, v, k_star, v_star, *, lam, gamma, L, eps=0.0):
