@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from slr import loop, baselines, pgd, sgd, task, tuning
+from slr import baselines, loop, pgd, sgd, task, tuning
 from slr import risk as R
 from slr._validate import check_int, check_nonneg, check_positive
 from slr.overlaps import overlaps
@@ -124,7 +124,7 @@ def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, 
             return att_loss(k, v, Xt, yt), mlp_loss(p, Xt, yt), k, v
 
         return loop.run_chunks(body, ((k0, v0), (params, opt.init(params))), log, n_chunks, log_every,
-                                rem if has_rem else None, 1)
+                               rem if has_rem else None, 1)
 
     return jax.lax.map(lambda a: one(*a), (key_test, stream, k0, v0, params, ks, vs, alpha, lr))
 

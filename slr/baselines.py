@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from slr import loop, cache, pgd, reduced, sgd, task
+from slr import cache, loop, pgd, reduced, sgd, task
 from slr._validate import check_int, check_key, check_nonneg, check_oracle, check_positive, check_run
 from slr.predictors import READS_PROJECTIONS, attention_erf, get_predictor
 

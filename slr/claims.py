@@ -34,7 +34,8 @@ from slr.stats import (fisher_greater, fisher_power, newcombe, normal_tail, tren
                        wilson_outside)
 
 __all__ = ["ClaimError", "Test", "close", "below", "above", "between", "at_least", "at_most",
-           "abs_below", "normal_tail", "wilson", "wilson_outside", "newcombe", "fisher_greater", "fisher_power", "trend_power", "start",
+           "abs_below", "normal_tail", "wilson", "wilson_outside", "newcombe", "fisher_greater", "fisher_power",
+           "trend_power", "start",
            "stop", "current_chapter", "check", "claims_dir", "load", "Claim"]
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")

@@ -196,7 +196,7 @@ def core(key_test, keys, k0, v0, ks, vs, lam0, c, alpha, gamma, eps, log_every, 
         one = lambda cr, t, nz: step(cr, nz, ksc, vsc, lam_t(t), alpha, gamma, eps, d, tied)
         nzf = lambda t: noise(jax.random.fold_in(key, t), L, batch, D, H, d, n)
         K, V = loop.run_chunks(one, (kc, vc), lambda cr: cr, n_chunks, log_every, rem if has_rem else None,
-                                UNROLL, nzf, block, one_loop=True)
+                               UNROLL, nzf, block, one_loop=True)
         return K, V, ksc, vsc
 
     K, V, KS, VS = jax.vmap(run, in_axes=(None if shared_draws else 0, 0, 0, o, o))(keys, k0, v0, ks, vs)

@@ -106,7 +106,7 @@ def load_encoder(encoder: str | os.PathLike = DEFAULT_ENCODER, *, allow_download
 
 
 def padded(ids: Sequence[Sequence[int]], types: Sequence[Sequence[int]], pad_id: int, side: str,
-            width: int | None = None):
+           width: int | None = None):
     """``input_ids``, ``token_type_ids`` and ``attention_mask`` of one batch, padded to ``width``
     (default: its longest sentence) with ``pad_id`` on ``side``, as the tokenizer's own
     ``padding=True`` does."""
@@ -221,7 +221,7 @@ def cls_states(sentences: Sequence[str], tokenizer, model, *, batch_size: int = 
     def run(work):
         idx, width = work
         batch = padded([ids[i] for i in idx], [types[i] for i in idx], tokenizer.pad_token_id,
-                        tokenizer.padding_side, width)
+                       tokenizer.padding_side, width)
         with torch.inference_mode():
             if bert:
                 return bert_cls(model, batch).float().numpy()

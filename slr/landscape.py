@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import brentq, minimize
 
-from slr import loop, cache
+from slr import cache, loop
 from slr._minimize import bfgs_together
 from slr import gaussian as G
 from slr._validate import (check_int, check_interval, check_key, check_positive,

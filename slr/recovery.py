@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr import loop, landscape, pgd, task
+from slr import landscape, loop, pgd, task
 from slr._threads import pool_map
 from slr._validate import check_int, check_key, check_nonneg, check_positive
 from slr.flow import flow_overlaps

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slr import loop, coordinates, reduced, task
+from slr import coordinates, loop, reduced, task
 from slr._threads import pool_map
 from slr._validate import check_heads, check_int, check_key, check_lam, check_run, check_vectors
 from slr.pgd import Trajectory, projected_step, split_lam
@@ -111,7 +111,7 @@ def _one_run(key, k0, v0, ks, vs, lam_t, alpha, gamma, eps, log_every, rem, *, f
         step = lambda cr, t, nz: _heads_step(cr[0], cr[1], *grads(cr[0], cr[1], t, nz), alpha)
         unroll = UNROLL if H == n == 1 else UNROLL_MULTI
         return loop.run_chunks(step, (k0, v0), lambda cr: cr, n_chunks, log_every, rem, unroll, noise, block,
-                                one_loop=True)  # unroll 1 (several heads; the suite's rolled loops): one step copy
+                               one_loop=True)  # unroll 1 (several heads; the suite's rolled loops): one step copy
     grad = jax.grad(partial(_loss, f), argnums=(0, 1))
 
     def body(cr, t):

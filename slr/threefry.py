@@ -7,7 +7,7 @@ elementwise kernel. :func:`unroll_threefry_on_cpu` registers that unrolled form 
 the same function of the key and the counter (the same arithmetic in the same order on uint32), so
 every random number of the book is unchanged; measured on the book's 2-core CPU: a float32 normal
 draw of 102 400 numbers 0.81 -> 0.50 ms, Figure 9's block of 400 000 float64 normals 12.5 -> 6.0 ms,
-and less compilation. ``tests/test_rng.py`` checks the bits against the rolled loop.
+and less compilation. ``tests/test_threefry.py`` checks the bits against the rolled loop.
 """
 from __future__ import annotations
 

@@ -273,7 +273,8 @@ def train(cfg: TransformerConfig = FIGURE_8, seed=None):
     # OpenBLAS on one thread (slr._threads): the SVD logged for Figure 8's nearly rank-one Q took 0.1 to 3 s
     # of CPU per log with two threads, 0.01 s with one, the same numbers bit for bit (Figures 8 and 10)
     with one_blas_thread():  # seed and q_std enter as data: one program for all of them
-        out = jax.tree.map(np.asarray, transformer_train.program(jax.random.split(run_key, cfg.repeats), data_key, q_scale,
-                                              dataclasses.replace(cfg, seed=0, q_std=0.0)))
+        out = transformer_train.program(jax.random.split(run_key, cfg.repeats), data_key, q_scale,
+                                        dataclasses.replace(cfg, seed=0, q_std=0.0))
+        out = jax.tree.map(np.asarray, out)
     out["steps"] = np.arange(0, cfg.steps + 1, cfg.log_every)
     return out

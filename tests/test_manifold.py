@@ -208,3 +208,24 @@ def test_curvature_on_m_is_the_largest_hessian_norm_on_the_square():
     assert M.curvature_on_m(lam=2.0, grid=21, **kw) > 10 * h
     with pytest.raises(ValueError, match="grid"):
         M.curvature_on_m(lam=0.1, grid=1, **kw)
+
+
+def test_hessian_top_in_blocks_is_one_program_for_every_shape(traced):
+    """hessian_top_eigenvalue_overlaps evaluates its points in blocks of 64: after one call, points of
+    other shapes (1, 70 = two blocks, 3 x 5) trace nothing new, and each value is the value of that
+    point evaluated alone, to round-off (measured at most 2.9e-15 relative). Control: another static
+    setting (d) traces the program again, so the listener sees it."""
+    o = np.random.default_rng(3).uniform(-0.6, 0.6, (5, 70))
+    lam = np.geomspace(0.05, 2.0, 70)
+    M.hessian_top_eigenvalue_overlaps(*o[:, :3], lam=lam[:3], d=400, **SETTING)
+    traced.clear()
+    many = M.hessian_top_eigenvalue_overlaps(*o, lam=lam, d=400, **SETTING)
+    grid = M.hessian_top_eigenvalue_overlaps(*o[:, :15].reshape(5, 3, 5), lam=lam[:15].reshape(3, 5), d=400,
+                                             **SETTING)
+    one = [float(M.hessian_top_eigenvalue_overlaps(*o[:, i], lam=lam[i], d=400, **SETTING)) for i in (0, 63, 64, 69)]
+    assert "_hess_top" not in traced
+    assert many.shape == (70,) and grid.shape == (3, 5)
+    np.testing.assert_allclose(grid.ravel(), many[:15], rtol=1e-13)
+    np.testing.assert_allclose(many[[0, 63, 64, 69]], one, rtol=1e-13)
+    M.hessian_top_eigenvalue_overlaps(*o[:, 0], lam=lam[0], d=401, **SETTING)
+    assert "_hess_top" in traced

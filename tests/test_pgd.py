@@ -290,12 +290,12 @@ def test_one_copy_loop_is_run_chunks(steps, log_every):
     log = lambda c: c
     n_chunks, rem = loop.schedule(steps, log_every)
     ours = jax.jit(lambda every, last: loop.run_one_copy(body, jnp.float64(0.5), log, n_chunks + (rem is not None),
-                                                         every, last))(log_every, rem or log_every)
+                                                        every, last))(log_every, rem or log_every)
     theirs = jax.jit(lambda every, r: loop.run_chunks(body, jnp.float64(0.5), log, n_chunks, every,
-                                                       None if rem is None else r, 2))(log_every, rem or 0)
+                                                      None if rem is None else r, 2))(log_every, rem or 0)
     assert ours.shape == (len(loop.log_steps(steps, log_every)),)
     np.testing.assert_array_equal(ours, theirs)
     # the body is not trivially invariant: a skipped step changes the carry
     skipped = jax.jit(lambda every, last: loop.run_one_copy(body, jnp.float64(0.5), log, n_chunks + (rem is not None),
-                                                            every, last))(log_every, (rem or log_every) - 1)
+                                                           every, last))(log_every, (rem or log_every) - 1)
     assert skipped[-1] != ours[-1]
