@@ -30,12 +30,12 @@ from typing import Any, Callable
 import numpy as np
 
 from slr._validate import check_finite
-from slr.stats import (fisher_greater, fisher_power, newcombe, normal_tail, trend_power, wilson,  # noqa: F401
-                       wilson_outside)
+from slr.stats import (all_of, all_pass_share, fisher_greater, fisher_power, mean_of, median_of,  # noqa: F401
+                       newcombe, normal_tail, trend_power, wilson, wilson_outside)
 
 __all__ = ["ClaimError", "Test", "close", "below", "above", "between", "at_least", "at_most",
            "abs_below", "normal_tail", "wilson", "wilson_outside", "newcombe", "fisher_greater", "fisher_power",
-           "trend_power", "start",
+           "trend_power", "all_of", "all_pass_share", "median_of", "mean_of", "start",
            "stop", "current_chapter", "check", "claims_dir", "load", "Claim"]
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")

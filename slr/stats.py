@@ -10,7 +10,7 @@ import numpy as np
 from slr._validate import check_finite, check_int, check_interval, check_positive
 
 __all__ = ["normal_tail", "wilson", "wilson_outside", "newcombe", "fisher_greater", "fisher_power",
-           "trend_power"]
+           "trend_power", "all_pass_share", "all_of", "median_of", "mean_of"]
 
 
 def normal_tail(z: float, n: int = 1, *, sides: int = 2) -> float:
@@ -55,6 +55,69 @@ def wilson_outside(n: int, p: float, lo: float, hi: float, z: float = 1.95996398
     ks = np.arange(n + 1)
     out = np.array([not lo <= a <= b <= hi for a, b in (wilson(int(k), n, z) for k in ks)])
     return float(binom.pmf(ks, n, p)[out].sum())
+
+
+def all_pass_share(n: int, alpha: float = 0.05) -> float:
+    """The share q of exceptions that a check "all n runs pass" misses with probability alpha: all n
+    independent runs pass with probability (1 - q)^n, which is alpha at q = 1 - alpha^(1/n) and below alpha
+    for every larger q (e.g. n = 30: q = 0.095)."""
+    n = check_int("n", n)
+    alpha = check_interval("alpha", check_finite("alpha", alpha), 0.0, 1.0)
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    return float(-math.expm1(math.log(alpha) / n))
+
+
+def all_of(n: int, noun: str = "runs", alpha: float = 0.05) -> str:
+    """The error rate of a claim "every one of n independent runs passes", as the chapters state it: a
+    claim without exception cannot fail; a share q of exceptions passes with probability (1 - q)^n, at
+    most ``alpha`` once q reaches :func:`all_pass_share`."""
+    if not isinstance(noun, str) or not noun.strip():
+        raise ValueError(f"noun must be a non-empty string, got {noun!r}")
+    q = all_pass_share(n, alpha)
+    return (f"{n} of {n} {noun} must pass: if a share q of such runs were exceptions, the check would "
+            f"still pass with probability (1 - q)^{n}, at most {alpha:g} once q >= {q:.2g}; without "
+            f"exceptions it cannot fail")
+
+
+def median_of(k: int, n: int, noun: str = "runs") -> str:
+    """The error rate of a claim "the median of n independent runs passes a threshold", from the k runs
+    that pass it one by one: the median passes only if at least n/2 runs do (more than n/2 for odd n), so
+    another n runs fail it with probability at most P(Binomial(n, p) <= floor(n/2)); stated at the low
+    end p of the 95% :func:`wilson` interval of k of n (exact binomial sum)."""
+    from scipy.stats import binom
+    n = check_int("n", n)
+    k = check_int("k", k, lo=0, hi=n)
+    if not isinstance(noun, str) or not noun.strip():
+        raise ValueError(f"noun must be a non-empty string, got {noun!r}")
+    lo, hi = wilson(k, n)
+    rate = float(binom.cdf(n // 2, n, lo))
+    return (f"{k} of {n} {noun} pass one by one (95% Wilson interval {lo:.2f} to {hi:.2f}); the median "
+            f"fails only if at most {n // 2} do: at the interval's low end another {n} {noun} fail it with "
+            f"probability at most {rate:.1g}")
+
+
+def mean_of(x, threshold: float) -> str:
+    """The error rate of a claim "the mean of n independent runs' values x lies on its side of
+    ``threshold``": the distance z of the mean from the threshold in standard errors s / sqrt(n), and the
+    chance that another n runs put their mean across it, P(T < -z / sqrt 2) with T a Student t with
+    n - 1 degrees of freedom (the predictive law of a new mean minus the measured one, both with the
+    standard error s / sqrt(n))."""
+    from scipy.stats import t as student
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 1 or x.size < 2:
+        raise ValueError(f"x must be a 1-D array of at least 2 values, got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("x must be finite (no NaN or infinity)")
+    threshold = check_finite("threshold", threshold)
+    se = x.std(ddof=1) / math.sqrt(x.size)
+    if se == 0:
+        raise ValueError("x must not be constant (its standard error is 0)")
+    z = abs(x.mean() - threshold) / se
+    p = float(student.cdf(-z / math.sqrt(2), x.size - 1))
+    return (f"the mean is {z:.1f} standard errors (s / sqrt n, n = {x.size} runs) from {threshold:g}: "
+            f"another {x.size} runs put theirs across it with probability about {p:.0e} (Student t "
+            f"predictive, {x.size - 1} degrees of freedom)")
 
 
 def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = 1.959963984540054) -> tuple[float, float]:
