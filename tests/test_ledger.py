@@ -5,6 +5,7 @@ Run by `make test` after the book build (`SLR_BROWSER_TEST=1`), on the claims th
 while they executed (slr.claims.claims_dir()) and on the built HTML; skipped otherwise.
 """
 import decimal
+import html
 import os
 import re
 import sys
@@ -86,6 +87,18 @@ def test_ledger_page_lists_every_result_and_draws_the_map():
     for href in links:
         target = (HTML / "book" / href.split("#")[0]).resolve()
         assert target.exists(), f"the map links to a missing page: {href}"
+
+
+def test_ledger_page_states_every_error_rate(recorded):
+    """Every error rate a chapter recorded is on the ledger page, in its claim's row (the page's text,
+    HTML entities decoded); the control: a recorded rate with one word changed is not."""
+    page = html.unescape(re.sub(r"<[^>]+>", "", (HTML / "book" / "claims.html").read_text()))
+    page = re.sub(r"\s+", " ", page)
+    rated = [c for c in recorded if c.error_rate]
+    assert len(rated) > 100
+    for c in rated:
+        assert re.sub(r"\s+", " ", f"Error rate: {c.error_rate}") in page, f"{c.id}: no error rate"
+    assert re.sub(r"\s+", " ", f"Error rate: {rated[0].error_rate} (changed)") not in page
 
 
 def test_no_legend_covers_data():

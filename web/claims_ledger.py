@@ -5,7 +5,8 @@ the book build) into ``slr.claims.claims_dir()``. After every page has been read
 has executed), this extension fills
 
 - ``{claims-ledger}``: one section per numbered result or figure of the paper (:mod:`paper_map`), with a
-  table of its claims (statement, method, measured value, test, negative control, status), then the
+  table of its claims (statement, method and error rate, measured value, test, negative control,
+  status), then the
   book's own claims chapter by chapter; each section links to the statement, and the statement's
   block links back to its section;
 - ``{paper-map}``: the dependency graph of the paper's results, drawn by Graphviz (``dot``, from
@@ -115,12 +116,14 @@ def _claim_rows(app, docname, cl):
         chapter = nodes.paragraph()
         chapter += nodes.reference(text=c.chapter, refuri=_uri(app, docname, f"book/{c.chapter}"))
         status = "holds" if c.ok else ("control passes" if c.holds else "FAILS")
-        rows.append([chapter, f"{c.statement} ({c.id})", c.method, _fmt(c.value), c.test,
+        method = c.method + (f". Error rate: {c.error_rate}" if c.error_rate else "")
+        rows.append([chapter, f"{c.statement} ({c.id})", method, _fmt(c.value), c.test,
                      f"{c.control_note}: {_fmt(c.control_value)}", status])
     return rows
 
 
-HEADER = ["chapter", "claim", "method", "measured", "test", "control (must fail)", "status"]
+HEADER = ["chapter", "claim", "method (and error rate)", "measured", "test", "control (must fail)",
+          "status"]
 
 
 def _ledger(app, docname, all_claims):
