@@ -83,18 +83,19 @@ def all_of(n: int, noun: str = "runs", alpha: float = 0.05) -> str:
 def median_of(k: int, n: int, noun: str = "runs") -> str:
     """The error rate of a claim "the median of n independent runs passes a threshold", from the k runs
     that pass it one by one: the median passes only if at least n/2 runs do (more than n/2 for odd n), so
-    another n runs fail it with probability at most P(Binomial(n, p) <= floor(n/2)); stated at the low
-    end p of the 95% :func:`wilson` interval of k of n (exact binomial sum)."""
+    another n runs fail it with probability at most P(Binomial(n, p) <= floor(n/2)); stated at the
+    measured share p = k / n and at the low end of its 95% :func:`wilson` interval (exact binomial sums)."""
     from scipy.stats import binom
     n = check_int("n", n)
     k = check_int("k", k, lo=0, hi=n)
     if not isinstance(noun, str) or not noun.strip():
         raise ValueError(f"noun must be a non-empty string, got {noun!r}")
     lo, hi = wilson(k, n)
-    rate = float(binom.cdf(n // 2, n, lo))
+    rate, rate_hat = float(binom.cdf(n // 2, n, lo)), float(binom.cdf(n // 2, n, k / n))
     return (f"{k} of {n} {noun} pass one by one (95% Wilson interval {lo:.2f} to {hi:.2f}); the median "
-            f"fails only if at most {n // 2} do: at the interval's low end another {n} {noun} fail it with "
-            f"probability at most {rate:.1g}")
+            f"fails only if at most {n // 2} do: another {n} {noun} fail it with probability "
+            + (f"{rate_hat:.1g} at the measured share and " if k < n else "")
+            + f"at most {rate:.1g} at the interval's low end")
 
 
 def mean_of(x, threshold: float) -> str:

@@ -192,7 +192,9 @@ def test_median_of_bounds_the_chance_that_a_median_fails():
     lo, hi = claims.wilson(14, 20)
     text = claims.median_of(14, 20)
     bound = float(binom.cdf(10, 20, lo))
-    assert f"14 of 20 runs" in text and f"{bound:.1g}" in text
+    assert f"14 of 20 runs" in text and f"at most {bound:.1g} at the interval's low end" in text
+    assert f"{float(binom.cdf(10, 20, 0.7)):.1g} at the measured share" in text
+    assert "measured share" not in claims.median_of(20, 20)             # 0 there: not stated
     rng = np.random.default_rng(1)
     x = np.where(rng.random((20_000, 20)) < lo, 1.0, -1.0)       # pass: 1 > 0, fail: -1
     share = np.mean(np.median(x, axis=1) <= 0)
