@@ -31,11 +31,11 @@ import numpy as np
 
 from slr._validate import check_finite
 from slr.stats import (all_of, all_pass_share, fisher_greater, fisher_power, mean_of, median_of,  # noqa: F401
-                       newcombe, normal_tail, trend_power, wilson, wilson_outside)
+                       more_than_half, newcombe, normal_tail, trend_power, wilson, wilson_outside)
 
 __all__ = ["ClaimError", "Test", "close", "below", "above", "between", "at_least", "at_most",
            "abs_below", "normal_tail", "wilson", "wilson_outside", "newcombe", "fisher_greater", "fisher_power",
-           "trend_power", "all_of", "all_pass_share", "median_of", "mean_of", "start",
+           "trend_power", "all_of", "all_pass_share", "median_of", "mean_of", "more_than_half", "start",
            "stop", "current_chapter", "check", "claims_dir", "load", "Claim"]
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")

@@ -10,7 +10,7 @@ import numpy as np
 from slr._validate import check_finite, check_int, check_interval, check_positive
 
 __all__ = ["normal_tail", "wilson", "wilson_outside", "newcombe", "fisher_greater", "fisher_power",
-           "trend_power", "all_pass_share", "all_of", "median_of", "mean_of"]
+           "trend_power", "all_pass_share", "all_of", "median_of", "mean_of", "more_than_half"]
 
 
 def normal_tail(z: float, n: int = 1, *, sides: int = 2) -> float:
@@ -119,6 +119,23 @@ def mean_of(x, threshold: float) -> str:
     return (f"the mean is {z:.1f} standard errors (s / sqrt n, n = {x.size} runs) from {threshold:g}: "
             f"another {x.size} runs put theirs across it with probability about {p:.0e} (Student t "
             f"predictive, {x.size - 1} degrees of freedom)")
+
+
+def more_than_half(k: int, n: int, what: str, z: float = 1.959963984540054) -> str:
+    """The error rates of a claim "more than half of the runs do ``what``" checked as "the :func:`wilson`
+    lower bound (at ``z``) of k of n exceeds 1/2": the chance that it passes if only half of the runs
+    did, and the chance that another n runs fail it at the measured share k / n (both exact binomial
+    sums, :func:`wilson_outside`)."""
+    n = check_int("n", n)
+    k = check_int("k", k, lo=0, hi=n)
+    if not isinstance(what, str) or not what.strip():
+        raise ValueError(f"what must be a non-empty string, got {what!r}")
+    conf = 1 - math.erfc(check_positive("z", check_finite("z", z)) / math.sqrt(2))
+    false_pass = 1 - wilson_outside(n, 0.5, 0.5, 1.0, z)
+    true_fail = wilson_outside(n, k / n, 0.5, 1.0, z)
+    return (f"the test asks the {conf:.1%} Wilson lower bound to exceed 1/2: if only half of the runs "
+            f"{what}, it would pass with probability {false_pass:.2g}; at the measured share, {k} of {n}, "
+            f"another {n} runs fail it with probability {true_fail:.2g}")
 
 
 def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = 1.959963984540054) -> tuple[float, float]:

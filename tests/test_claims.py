@@ -234,6 +234,25 @@ def test_mean_of_is_the_student_predictive_chance_of_crossing():
             claims.mean_of(*args)
 
 
+def test_more_than_half_states_both_error_rates():
+    """claims.more_than_half(k, n, what): at n = 30 and z = 1.96 the Wilson lower bound exceeds 1/2 from
+    k = 21 on, so a share of 1/2 passes with P(Binomial(30, 1/2) >= 21) = 0.021 and, at the measured share
+    23 of 30, another 30 runs fail with P(Binomial(30, 23/30) <= 20) = 0.14 (both exact); the control:
+    the rates of the 99.9% bound (z = 3.29, passing from k = 25) differ. Bad input raises."""
+    from scipy.stats import binom
+    assert claims.wilson(20, 30)[0] < 0.5 < claims.wilson(21, 30)[0]
+    text = claims.more_than_half(23, 30, "recovered")
+    fp, tf = float(binom.sf(20, 30, 0.5)), float(binom.cdf(20, 30, 23 / 30))
+    assert "95.0% Wilson lower bound" in text and "if only half of the runs recovered" in text
+    assert f"probability {fp:.2g};" in text and f"probability {tf:.2g}" in text
+    strict = claims.more_than_half(23, 30, "recovered", z=3.29)
+    assert "99.9% Wilson" in strict and f"{float(binom.sf(24, 30, 0.5)):.2g};" in strict
+    assert f"probability {tf:.2g}" not in strict                              # control
+    for args, name in (((31, 30, "x"), "^k must"), ((3, 0, "x"), "^n must"), ((3, 30, " "), "^what must")):
+        with pytest.raises(ValueError, match=name):
+            claims.more_than_half(*args)
+
+
 def test_newcombe_published_values_and_coverage():
     """claims.newcombe against Newcombe (1998), Stat. Med. 17, 873-890, Table II, method 10 (hybrid score
     without continuity correction), quoted to 4 decimals: 56/70 - 48/80, 9/10 - 3/10, 5/56 - 0/29,
