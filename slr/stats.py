@@ -124,18 +124,23 @@ def mean_of(x, threshold: float) -> str:
 def more_than_half(k: int, n: int, what: str, z: float = 1.959963984540054) -> str:
     """The error rates of a claim "more than half of the runs do ``what``" checked as "the :func:`wilson`
     lower bound (at ``z``) of k of n exceeds 1/2": the chance that it passes if only half of the runs
-    did, and the chance that another n runs fail it at the measured share k / n (both exact binomial
-    sums, :func:`wilson_outside`)."""
+    did, and the chance that another n runs fail it at the measured share k / n (left out for k = n, where
+    it is 0) and at the low end of the share's 95% Wilson interval (exact binomial sums,
+    :func:`wilson_outside`)."""
     n = check_int("n", n)
     k = check_int("k", k, lo=0, hi=n)
     if not isinstance(what, str) or not what.strip():
         raise ValueError(f"what must be a non-empty string, got {what!r}")
     conf = 1 - math.erfc(check_positive("z", check_finite("z", z)) / math.sqrt(2))
     false_pass = 1 - wilson_outside(n, 0.5, 0.5, 1.0, z)
-    true_fail = wilson_outside(n, k / n, 0.5, 1.0, z)
+    lo = wilson(k, n)[0]
+    at_lo = (f"at most {wilson_outside(n, lo, 0.5, 1.0, z):.2g} at {lo:.2f}, the low end of the share's 95% "
+             f"Wilson interval")
+    fail = (f"another {n} runs fail it with probability {wilson_outside(n, k / n, 0.5, 1.0, z):.2g} at the "
+            f"measured share, {k} of {n}, and {at_lo}" if k < n
+            else f"with {k} of {n} measured, another {n} runs fail it with probability {at_lo}")
     return (f"the test asks the {conf:.1%} Wilson lower bound to exceed 1/2: if only half of the runs "
-            f"{what}, it would pass with probability {false_pass:.2g}; at the measured share, {k} of {n}, "
-            f"another {n} runs fail it with probability {true_fail:.2g}")
+            f"{what}, it would pass with probability {false_pass:.2g}; {fail}")
 
 
 def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = 1.959963984540054) -> tuple[float, float]:

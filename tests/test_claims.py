@@ -237,17 +237,24 @@ def test_mean_of_is_the_student_predictive_chance_of_crossing():
 def test_more_than_half_states_both_error_rates():
     """claims.more_than_half(k, n, what): at n = 30 and z = 1.96 the Wilson lower bound exceeds 1/2 from
     k = 21 on, so a share of 1/2 passes with P(Binomial(30, 1/2) >= 21) = 0.021 and, at the measured share
-    23 of 30, another 30 runs fail with P(Binomial(30, 23/30) <= 20) = 0.14 (both exact); the control:
-    the rates of the 99.9% bound (z = 3.29, passing from k = 25) differ. Bad input raises."""
+    23 of 30, another 30 runs fail with P(Binomial(30, 23/30) <= 20) = 0.14, and with at most that sum at
+    the low end of the share's 95% Wilson interval (all exact; at 30 of 30 only the latter, the former
+    being 0); the control: the rates of the 99.9% bound (z = 3.29, passing from k = 25) differ. Bad input
+    raises."""
     from scipy.stats import binom
     assert claims.wilson(20, 30)[0] < 0.5 < claims.wilson(21, 30)[0]
     text = claims.more_than_half(23, 30, "recovered")
     fp, tf = float(binom.sf(20, 30, 0.5)), float(binom.cdf(20, 30, 23 / 30))
     assert "95.0% Wilson lower bound" in text and "if only half of the runs recovered" in text
-    assert f"probability {fp:.2g};" in text and f"probability {tf:.2g}" in text
+    assert f"probability {fp:.2g};" in text and f"probability {tf:.2g} at the measured share" in text
     strict = claims.more_than_half(23, 30, "recovered", z=3.29)
     assert "99.9% Wilson" in strict and f"{float(binom.sf(24, 30, 0.5)):.2g};" in strict
-    assert f"probability {tf:.2g}" not in strict                              # control
+    assert f"probability {tf:.2g} at the measured share" not in strict        # control
+    lo = claims.wilson(23, 30)[0]
+    assert f"at most {float(binom.cdf(20, 30, lo)):.2g} at {lo:.2f}" in text
+    full = claims.more_than_half(30, 30, "recovered")
+    lo = claims.wilson(30, 30)[0]
+    assert "measured share" not in full and f"at most {float(binom.cdf(20, 30, lo)):.2g} at {lo:.2f}" in full
     for args, name in (((31, 30, "x"), "^k must"), ((3, 0, "x"), "^n must"), ((3, 30, " "), "^what must")):
         with pytest.raises(ValueError, match=name):
             claims.more_than_half(*args)
