@@ -18,7 +18,7 @@ __all__ = [
     "check_orthogonal", "check_key", "is_traced",
     "check_lam", "check_run", "check_unit_rows", "check_positive_array", "check_probs", "check_oracle",
     "check_vectors", "check_float_dtype",
-    "check_per_run", "check_finite", "as_float_array", "check_risk_args",
+    "check_per_run", "check_finite", "as_float_array", "check_risk_args", "check_text",
 ]
 
 
@@ -47,6 +47,13 @@ def check_finite(name: str, value) -> float:
     if x is None:
         raise ValueError(f"{name} must be a concrete number, got a traced value")
     return x
+
+
+def check_text(name: str, value) -> str:
+    """``value`` if it is a string with a non-blank character; ValueError naming ``name`` otherwise."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    return value
 
 
 def check_int(name: str, value, lo: int = 1, hi: int | None = None) -> int:

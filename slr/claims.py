@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from slr._validate import check_finite
+from slr._validate import check_finite, check_text
 from slr.stats import (all_of, all_pass_share, fisher_greater, fisher_power, mean_of, median_of,  # noqa: F401
                        more_than_half, newcombe, normal_tail, trend_power, wilson, wilson_outside)
 
@@ -209,8 +209,7 @@ def check(id: str, statement: str, *, measure: Callable, on, control, test: Test
     if id in _state["ids"]:
         raise ValueError(f"id must be unique within the chapter, got {id!r} twice")
     for name, val in (("statement", statement), ("method", method), ("control_note", control_note)):
-        if not isinstance(val, str) or not val.strip():
-            raise ValueError(f"{name} must be a non-empty string, got {val!r}")
+        check_text(name, val)
     if not isinstance(test, Test):
         raise ValueError(f"test must be a claims.Test (claims.close, claims.below, ...), got {test!r}")
     supports = [supports] if isinstance(supports, str) else list(supports)

@@ -46,18 +46,21 @@ def dist_manifold(theta, eta, rho):
     return xp.sqrt(xp.square(theta) + xp.square(eta) + xp.square(rho))
 
 
-def trajectory_gap(a, b):
+def trajectory_gap(a, b, *, per_run=False):
     """Largest |difference| of the five overlaps between two logged runs ``a``, ``b`` (objects with
     ``kappa``, ``nu``, ``theta``, ``eta``, ``rho`` of one shape (..., T), e.g. two
     :class:`slr.pgd.Trajectory` from the same starts), per logged step: shape (T,), the max over the
-    overlaps and the leading (repeat) axes."""
+    overlaps and the leading (repeat) axes. With ``per_run=True``, per run instead: shape (...), the max
+    over the overlaps and the logged steps."""
     diffs = []
     for name in NAMES:
         x, y = np.asarray(getattr(a, name)), np.asarray(getattr(b, name))
         if x.shape != y.shape:
             raise ValueError(f"a and b must log the same shapes, got {name} of shapes {x.shape} and {y.shape}")
-        diffs.append(np.abs(x - y).reshape(-1, x.shape[-1]))
-    return np.max(np.concatenate(diffs, axis=0), axis=0)
+        diffs.append(np.abs(x - y))
+    if per_run:
+        return np.max(np.stack(diffs), axis=(0, -1))
+    return np.max(np.concatenate([x.reshape(-1, x.shape[-1]) for x in diffs], axis=0), axis=0)
 
 
 def frame(k_star, v_star, k0, v0):

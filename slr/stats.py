@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from slr._validate import check_finite, check_int, check_interval, check_positive
+from slr._validate import check_finite, check_int, check_interval, check_positive, check_text
 
 __all__ = ["normal_tail", "wilson", "wilson_outside", "newcombe", "fisher_greater", "fisher_power",
            "trend_power", "all_pass_share", "all_of", "median_of", "mean_of", "more_than_half"]
@@ -72,8 +72,7 @@ def all_of(n: int, noun: str = "runs", alpha: float = 0.05) -> str:
     """The error rate of a claim "every one of n independent runs passes", as the chapters state it: a
     claim without exception cannot fail; a share q of exceptions passes with probability (1 - q)^n, at
     most ``alpha`` once q reaches :func:`all_pass_share`."""
-    if not isinstance(noun, str) or not noun.strip():
-        raise ValueError(f"noun must be a non-empty string, got {noun!r}")
+    check_text("noun", noun)
     q = all_pass_share(n, alpha)
     return (f"{n} of {n} {noun} must pass: if a share q of such runs were exceptions, the check would "
             f"still pass with probability (1 - q)^{n}, at most {alpha:g} once q >= {q:.2g}; without "
@@ -88,13 +87,12 @@ def median_of(k: int, n: int, noun: str = "runs") -> str:
     from scipy.stats import binom
     n = check_int("n", n)
     k = check_int("k", k, lo=0, hi=n)
-    if not isinstance(noun, str) or not noun.strip():
-        raise ValueError(f"noun must be a non-empty string, got {noun!r}")
+    check_text("noun", noun)
     lo, hi = wilson(k, n)
     rate, rate_hat = float(binom.cdf(n // 2, n, lo)), float(binom.cdf(n // 2, n, k / n))
     return (f"{k} of {n} {noun} pass one by one (95% Wilson interval {lo:.2f} to {hi:.2f}); the median "
             f"fails only if at most {n // 2} do: another {n} {noun} fail it with probability "
-            + (f"{rate_hat:.1g} at the measured share and " if k < n else "")
+            + (f"at most {rate_hat:.1g} at the measured share and " if k < n else "")
             + f"at most {rate:.1g} at the interval's low end")
 
 
@@ -129,8 +127,7 @@ def more_than_half(k: int, n: int, what: str, z: float = 1.959963984540054) -> s
     :func:`wilson_outside`)."""
     n = check_int("n", n)
     k = check_int("k", k, lo=0, hi=n)
-    if not isinstance(what, str) or not what.strip():
-        raise ValueError(f"what must be a non-empty string, got {what!r}")
+    check_text("what", what)
     conf = 1 - math.erfc(check_positive("z", check_finite("z", z)) / math.sqrt(2))
     false_pass = 1 - wilson_outside(n, 0.5, 0.5, 1.0, z)
     lo = wilson(k, n)[0]

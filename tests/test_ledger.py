@@ -91,7 +91,7 @@ def test_ledger_page_lists_every_result_and_draws_the_map():
 
 def test_ledger_page_states_every_error_rate(recorded):
     """Every error rate a chapter recorded is on the ledger page, in its claim's row (the page's text,
-    HTML entities decoded); the control: a recorded rate with one word changed is not."""
+    HTML entities decoded); the control: a recorded rate with " (changed)" appended is not."""
     page = html.unescape(re.sub(r"<[^>]+>", "", (HTML / "book" / "claims.html").read_text()))
     page = re.sub(r"\s+", " ", page)
     rated = [c for c in recorded if c.error_rate]

@@ -83,6 +83,7 @@ def test_trajectory_gap_is_the_largest_overlap_difference_per_step():
     b.eta = np.array([[0.0, -0.5, 0.0], [0.1, 0.0, 0.0]])
     b.rho = np.array([[0.0, 0.0, 0.0], [0.0, 0.2, 1e-9]])
     assert np.array_equal(trajectory_gap(a, b), [0.1, 0.5, 1e-9])
+    assert np.array_equal(trajectory_gap(a, b, per_run=True), [0.5, 0.2])   # run 0: eta; run 1: rho
     b.nu = np.zeros((2, 4))
     with pytest.raises(ValueError, match="same shapes"):
         trajectory_gap(a, b)
