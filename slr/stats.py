@@ -57,26 +57,37 @@ def wilson_outside(n: int, p: float, lo: float, hi: float, z: float = 1.95996398
     return float(binom.pmf(ks, n, p)[out].sum())
 
 
-def all_pass_share(n: int, alpha: float = 0.05) -> float:
+def all_pass_share(n: int, alpha: float = 0.05, allowed: int = 0) -> float:
     """The share q of exceptions that a check "all n runs pass" misses with probability alpha: all n
     independent runs pass with probability (1 - q)^n, which is alpha at q = 1 - alpha^(1/n) and below alpha
-    for every larger q (e.g. n = 30: q = 0.095)."""
+    for every larger q (e.g. n = 30: q = 0.095). With ``allowed`` exceptions tolerated (the check "at most
+    ``allowed`` of n runs fail"): the q at which P(Binomial(n, q) <= allowed) = alpha (it falls with q)."""
     n = check_int("n", n)
+    allowed = check_int("allowed", allowed, lo=0, hi=n - 1)
     alpha = check_interval("alpha", check_finite("alpha", alpha), 0.0, 1.0)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    return float(-math.expm1(math.log(alpha) / n))
+    if allowed == 0:
+        return float(-math.expm1(math.log(alpha) / n))
+    from scipy.optimize import brentq
+    from scipy.stats import binom
+    return float(brentq(lambda q: binom.cdf(allowed, n, q) - alpha, 0.0, 1.0, xtol=1e-14, rtol=1e-12))
 
 
-def all_of(n: int, noun: str = "runs", alpha: float = 0.05) -> str:
-    """The error rate of a claim "every one of n independent runs passes", as the chapters state it: a
-    claim without exception cannot fail; a share q of exceptions passes with probability (1 - q)^n, at
-    most ``alpha`` once q reaches :func:`all_pass_share`."""
+def all_of(n: int, noun: str = "runs", alpha: float = 0.05, allowed: int = 0) -> str:
+    """The error rate of a claim "every one of n independent runs passes" (or, with ``allowed``, "at most
+    ``allowed`` of them fail"), as the chapters state it: a claim without exception cannot fail; a share q
+    of exceptions passes with probability (1 - q)^n (P(Binomial(n, q) <= allowed)), at most ``alpha`` once
+    q reaches :func:`all_pass_share`."""
     check_text("noun", noun)
-    q = all_pass_share(n, alpha)
-    return (f"{n} of {n} {noun} must pass: if a share q of such runs were exceptions, the check would "
-            f"still pass with probability (1 - q)^{n}, at most {alpha:g} once q >= {q:.2g}; without "
-            f"exceptions it cannot fail")
+    q = all_pass_share(n, alpha, allowed)
+    if allowed == 0:
+        return (f"{n} of {n} {noun} must pass: if a share q of such {noun} were exceptions, the check would "
+                f"still pass with probability (1 - q)^{n}, at most {alpha:g} once q >= {q:.2g}; without "
+                f"exceptions it cannot fail")
+    return (f"at least {n - allowed} of {n} {noun} must pass: if a share q of such {noun} were exceptions, the "
+            f"check would still pass with probability P(Binomial({n}, q) <= {allowed}), at most {alpha:g} once "
+            f"q >= {q:.2g}; without exceptions it cannot fail")
 
 
 def median_of(k: int, n: int, noun: str = "runs") -> str:

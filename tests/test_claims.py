@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from scipy.stats import binom
 
 from slr import claims
 
@@ -173,8 +174,19 @@ def test_all_pass_share_is_the_exception_share_missed_with_probability_alpha():
     assert abs(clean(q / 2) - 0.05) > se
     text = claims.all_of(30, "runs")
     assert "30 of 30 runs" in text and "q >= 0.095" in text and "(1 - q)^30" in text
+    # allowed exceptions: at most 3 of 384 fail with probability alpha at q3 (exact binomial sum, and the
+    # same simulation); allowed=0 is the closed form above, and the control share q3 / 2 is not missed at 0.05
+    q3 = claims.all_pass_share(384, 0.05, allowed=3)
+    assert binom.cdf(3, 384, q3) == pytest.approx(0.05, rel=1e-9) and 0.015 < q3 < 0.025
+    assert claims.all_pass_share(30, 0.05, allowed=0) == q
+    few = lambda share: np.mean(rng.binomial(384, share, 20_000) <= 3)
+    assert abs(few(q3) - 0.05) < se
+    assert abs(few(q3 / 2) - 0.05) > se
+    text3 = claims.all_of(384, "runs", allowed=3)
+    assert "at least 381 of 384 runs" in text3 and f"q >= {q3:.2g}" in text3 and "<= 3)" in text3
     for args, name in (((0,), "^n must"), ((10, 0.0), "^alpha must"), ((10, 1.0), "^alpha must"),
-                       ((10, math.nan), "^alpha must")):
+                       ((10, math.nan), "^alpha must"), ((10, 0.05, 10), "^allowed must"),
+                       ((10, 0.05, -1), "^allowed must")):
         with pytest.raises(ValueError, match=name):
             claims.all_pass_share(*args)
     with pytest.raises(ValueError, match="^noun must"):
