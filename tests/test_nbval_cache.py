@@ -56,12 +56,34 @@ def test_passing_chapter_is_cached_failing_one_is_not(tmp_path):
         cache.match_cache_notebook(edited)
 
 
+_NO_WRITES_IN_WORKERS = """
+import os
+from pathlib import Path
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):   # a pytest-xdist worker: writing the cache leaves a mark and raises
+        from jupyter_cache.cache.main import JupyterCacheBase
+        root = Path(str(config.rootpath))
+        (root / f"armed-{os.getpid()}").write_text("")
+
+        def refuse(*args, **kwargs):
+            (root / f"worker-wrote-{os.getpid()}").write_text("")
+            raise RuntimeError("a pytest-xdist worker wrote the jupyter-cache")
+
+        JupyterCacheBase.cache_notebook_bundle = refuse
+"""
+
+
 def test_the_cache_is_created_before_the_workers_start(tmp_path):
     """`make book`'s run (`-n 2 --skip-cached`) on a fresh clone: the controlling process creates the
     cache's tables before pytest-xdist starts its workers, so no two workers create them at once (the race
     failed a fresh clone's `make book`; it is timing-dependent, so this checks when the tables are made: at
     configure, by a collection that runs and looks up nothing, in a process without xdist; then a run on
-    two workers passes and files both chapters). Control: a collection without the plugin leaves no cache."""
+    two workers passes and files both chapters). Control: a collection without the plugin leaves no cache.
+    The two one-cell notebooks finish at the same moment on the two workers; the controlling process alone
+    writes the cache: a conftest makes the cache's writing raise in a worker (and leave a mark), and the
+    run leaves no mark (control: the conftest was armed in both workers)."""
     (tmp_path / "_config.yml").write_text("execute:\n  cache: _build/jc\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     _notebook(tmp_path / "one.ipynb", "1 + 1")
@@ -75,6 +97,9 @@ def test_the_cache_is_created_before_the_workers_start(tmp_path):
     assert collected.returncode == 0, collected.stdout + collected.stderr
     assert db.exists()                         # made at configure: nothing ran, nothing was looked up
     _notebook(tmp_path / "two.ipynb", "2 + 2")
+    (tmp_path / "conftest.py").write_text(_NO_WRITES_IN_WORKERS)
     run = _nbval(tmp_path, ".", "-n", "2", "--skip-cached")
     assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout + run.stderr
     assert len(get_cache(str(db.parent)).list_cache_records()) == 2
+    assert len(list(tmp_path.glob("armed-*"))) == 2             # control: the check ran in both workers
+    assert not list(tmp_path.glob("worker-wrote-*"))
