@@ -13,8 +13,9 @@ normals, :data:`DRAWS`) and used in float64, like every other operation: at L = 
 were 0.66 s of a run's 1.05 s on the book's 2-core CPU, the float32 ones 0.27 s. The law changes only by
 the float32 resolution of the draws, as in :mod:`slr.coordinates` ("Precision"): each is one of 2^23
 values, all in [-5.42, 5.22] (:func:`slr.coordinates.draw_range`; a Gaussian puts 1.2e-7 of its mass
-outside). The test batches stay float64. Attention alone, trained so, is :func:`slr.sgd.train` with
-``draws="float32"`` (``tests/test_appendix_f.py`` checks the numbers are the same).
+outside). The test batches stay float64. Attention alone, trained so at a constant step
+(``anneal = 1``), is :func:`slr.sgd.train` with ``draws="float32"`` (``tests/test_appendix_f.py`` checks
+the numbers are the same).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import optax
 
 from slr import baselines, loop, pgd, sgd, task, tuning
 from slr import risk as R
-from slr._validate import check_int, check_nonneg, check_positive
+from slr._validate import check_int, check_interval, check_nonneg, check_positive
 from slr.overlaps import overlaps
 from slr.predictors import attention_erf
 
@@ -57,7 +58,12 @@ class DiagMLPConfig:
     each model's step size is the one of the smallest mean final test error over them. Then ``seeds`` evaluation seeds are run with it. The
     runs are made ``chunk`` at a time, one compiled call per chunk (a task on one of the two threads).
     At each L of ``tied_Ls`` (a subset of ``Ls``) the tied MLP (Deep Sets, exercise ``related_ex3``) is
-    also trained on the first evaluation seed's samples with the diagonal MLP's tuned step."""
+    also trained on the first evaluation seed's samples with the diagonal MLP's tuned step.
+
+    Attention's step is ``alpha`` up to step :attr:`anneal_at` (``anneal_from`` of the ``steps``) and
+    ``anneal * alpha`` from it on: at a constant step the iterate hovers around the point it reaches, at a
+    distance that grows with the step (the appendix on related models asks where it ends). ``anneal = 1``
+    keeps the step constant. The MLP's Adam step is constant."""
     d: int = 32
     gamma: float = math.sqrt(0.5)
     eps: float = 0.1
@@ -74,6 +80,8 @@ class DiagMLPConfig:
     n_test: int = 4000
     n_eval: int = 15
     tied_Ls: tuple = (20,)
+    anneal: float = 0.1
+    anneal_from: float = 2 / 3
 
     def validate(self) -> "DiagMLPConfig":
         for name in ("d", "steps", "batch", "width", "seeds", "tune_seeds", "chunk", "n_test", "n_eval"):
@@ -88,15 +96,24 @@ class DiagMLPConfig:
             check_positive("lrs", x)
         check_positive("gamma", self.gamma)
         check_nonneg("eps", self.eps)
+        check_interval("anneal", self.anneal, 0.0, 1.0)
+        check_positive("anneal", self.anneal)
+        check_interval("anneal_from", self.anneal_from, 0.0, 1.0)
         return self
+
+    @property
+    def anneal_at(self) -> int:
+        """The first step (0-based) made at attention's annealed step ``anneal * alpha``."""
+        return int(round(self.anneal_from * self.steps))
 
 
 @partial(jax.jit, static_argnames=("n_chunks", "log_every", "batch", "n_test", "L", "has_rem"))
-def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, rem, *, n_chunks, log_every,
-          batch, n_test, L, has_rem):
+def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, rem, anneal, anneal_at, *,
+          n_chunks, log_every, batch, n_test, L, has_rem):
     """Runs (axis 0 of every array argument, N), each reading its own training stream and test batch
     (:func:`slr.sgd.batch_keys`): attention (Eq. 3, the projected step of Definition 1 on the mini-batch
-    loss, as :func:`slr.sgd.train`) at step ``alpha`` and the diagonal MLP (Adam) at step ``lr``, both on
+    loss, as :func:`slr.sgd.train`) at step ``alpha``, ``anneal * alpha`` from step ``anneal_at`` on (0-based), and
+    the diagonal MLP (Adam) at step ``lr``, both on
     the same fresh batch at every step (drawn once, in float32: module docstring, "Precision"). Returns
     the test mean squared errors at the logs, (N, T) twice, and the attention iterates there, (N, T, d)
     twice. ``log_every`` is static: the step is compiled once (a traced chunk length adds a copy). The
@@ -115,7 +132,8 @@ def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, 
             (k, v), (p, st) = carry
             X, y, _ = task.assemble(sgd.fresh_draws(stream, t, batch=batch, L=L, d=d, dtype=DRAWS), ks[None],
                                     vs[None], gamma=gamma, eps=eps)
-            k, v = pgd.projected_step(k, v, *jax.grad(att_loss, argnums=(0, 1))(k, v, X, y), alpha)
+            a = jnp.where(t >= anneal_at, anneal * alpha, alpha)
+            k, v = pgd.projected_step(k, v, *jax.grad(att_loss, argnums=(0, 1))(k, v, X, y), a)
             upd, st = opt.update(jax.grad(mlp_loss)(p, X, y), st, p)
             return (k, v), (optax.apply_updates(p, upd), st)
 
@@ -151,8 +169,8 @@ def call_runs(cfg, L, lam, runs):
     n_chunks, rem = loop.schedule(cfg.steps, cfg.steps // cfg.n_eval)
     att, mlp, K, V = _runs(*args, jnp.asarray([a for _, a, _ in runs], float),
                            jnp.asarray([m for _, _, m in runs], float), float(lam), float(cfg.gamma),
-                           float(cfg.eps), int(rem or 0), n_chunks=n_chunks, log_every=cfg.steps // cfg.n_eval,
-                           batch=cfg.batch, n_test=cfg.n_test, L=int(L), has_rem=rem is not None)
+                           float(cfg.eps), int(rem or 0), float(cfg.anneal), cfg.anneal_at, n_chunks=n_chunks,
+                           log_every=cfg.steps // cfg.n_eval, batch=cfg.batch, n_test=cfg.n_test, L=int(L), has_rem=rem is not None)
     o = overlaps(K, V, args[5][:, None], args[6][:, None])
     return {"att": np.asarray(att), "mlp": np.asarray(mlp), "o": np.asarray(o),
             "n": baselines.n_params(rows[0][4])}

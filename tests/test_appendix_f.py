@@ -40,6 +40,13 @@ def test_diag_mlp_comparison_small():
         AF.DiagMLPConfig(tune_seeds=0).validate()
     with pytest.raises(ValueError, match="chunk"):
         AF.DiagMLPConfig(chunk=0).validate()
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="anneal"):
+            AF.DiagMLPConfig(anneal=bad).validate()
+    for bad in (-0.1, 1.1):
+        with pytest.raises(ValueError, match="anneal_from"):
+            AF.DiagMLPConfig(anneal_from=bad).validate()
+    assert AF.DiagMLPConfig().anneal_at == 1000   # 2/3 of 1500 steps: steps 1000 to 1499 annealed
 
 
 def test_chunks_pad_the_last_call_to_the_shape_of_the_first():
@@ -109,12 +116,13 @@ def test_joint_training_is_each_model_trained_alone():
     """call_runs trains both models on one draw of the batches (float32 Gaussians used in float64): its
     attention is the library's trainer, slr.sgd.train (one erf head, sampler "full", lam constant,
     draws "float32") run alone on the same keys, and its MLP is baselines.train_diag_mlp (dtype float32)
-    run alone on the same key, for two step sizes each."""
+    run alone on the same key, for two step sizes each. Attention's step is not annealed here (anneal 1):
+    test_annealing checks the annealed step."""
     import jax
 
     from slr import baselines, pgd, sgd, task
     cfg = AF.DiagMLPConfig(d=8, Ls=(3,), steps=20, batch=8, width=2, n_test=50, n_eval=2,
-                           tied_Ls=()).validate()
+                           tied_Ls=(), anneal=1.0).validate()
     L, seed, lam = 3, 7, 0.3
     res = AF.call_runs(cfg, L, lam, [(seed, 0.03, 1e-2), (seed, 0.1, 3e-2)])
     k_oracle, k_init, k_mlp, k_train = jax.random.split(jax.random.key(seed * 1000 + L), 4)
@@ -147,3 +155,23 @@ def test_joint_training_is_each_model_trained_alone():
         f64 = baselines.train_diag_mlp(k_train, k_mlp, ks, vs, width=cfg.width, lr=m, **run)
         assert not np.allclose(res["mlp"][j], f64["excess_risk"] + cfg.eps ** 2)  # control: draws differ
     assert not np.allclose(res["att"][0], res["att"][1])  # the step sizes differ: so do the runs
+
+
+def test_annealing():
+    """Attention's step is alpha before step anneal_at and anneal * alpha from it on: annealing from step 0
+    is the constant step anneal * alpha; annealing from the 10th of 20 steps leaves the logs up to step 10
+    as the constant run's and changes those after; the MLP is not annealed."""
+    from dataclasses import replace
+    cfg = AF.DiagMLPConfig(d=8, Ls=(3,), steps=20, batch=8, width=2, n_test=50, n_eval=4, tied_Ls=(),
+                           anneal=1.0).validate()
+    L, lam = 3, 0.3
+    run = lambda c, a: AF.call_runs(c, L, lam, [(7, a, 1e-2)])
+    const, small = run(cfg, 0.1), run(cfg, 0.1 * 0.25)
+    from_0 = run(replace(cfg, anneal=0.25, anneal_from=0.0), 0.1)
+    half = run(replace(cfg, anneal=0.25, anneal_from=0.5), 0.1)   # logs at steps 0, 5, 10, 15, 20
+    np.testing.assert_array_equal(from_0["att"], small["att"])
+    np.testing.assert_array_equal(half["att"][:, :3], const["att"][:, :3])
+    np.testing.assert_array_equal(half["mlp"], const["mlp"])
+    assert not np.allclose(half["att"][:, 3:], const["att"][:, 3:], rtol=1e-6)   # annealed after step 10
+    assert not np.allclose(half["att"][:, 3:], run(replace(cfg, anneal=0.25, anneal_from=0.55), 0.1)["att"][:, 3:],
+                           rtol=1e-6)   # control: annealed from step 11, another run
