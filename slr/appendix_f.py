@@ -112,13 +112,13 @@ def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, 
           n_chunks, log_every, batch, n_test, L, has_rem):
     """Runs (axis 0 of every array argument, N), each reading its own training stream and test batch
     (:func:`slr.sgd.batch_keys`): attention (Eq. 3, the projected step of Definition 1 on the mini-batch
-    loss, as :func:`slr.sgd.train`) at step ``alpha``, ``anneal * alpha`` from step ``anneal_at`` on (0-based), and
-    the diagonal MLP (Adam) at step ``lr``, both on
-    the same fresh batch at every step (drawn once, in float32: module docstring, "Precision"). Returns
-    the test mean squared errors at the logs, (N, T) twice, and the attention iterates there, (N, T, d)
-    twice. ``log_every`` is static: the step is compiled once (a traced chunk length adds a copy). The
-    runs are made in turn (``jax.lax.map``), not vectorised: ``vmap`` over them was slower on the book's
-    2-core CPU (8 runs at L = 20: 6.4 s against 5.2 s)."""
+    loss, as :func:`slr.sgd.train`) at step ``alpha``, then ``anneal * alpha`` from step ``anneal_at`` on
+    (0-based), and the diagonal MLP (Adam) at step ``lr``, both on the same fresh batch at every step
+    (drawn once, in float32: module docstring, "Precision"). Returns the test mean squared errors at the
+    logs, (N, T) twice, and the attention iterates there, (N, T, d) twice. ``log_every`` is static: the
+    step is compiled once (a traced chunk length adds a copy). The runs are made in turn (``jax.lax.map``),
+    not vectorised: ``vmap`` over them was slower on the book's 2-core CPU (8 runs at L = 20: 6.4 s
+    against 5.2 s)."""
     d = ks.shape[-1]
 
     def one(key_test, stream, k0, v0, params, ks, vs, alpha, lr):
@@ -170,7 +170,8 @@ def call_runs(cfg, L, lam, runs):
     att, mlp, K, V = _runs(*args, jnp.asarray([a for _, a, _ in runs], float),
                            jnp.asarray([m for _, _, m in runs], float), float(lam), float(cfg.gamma),
                            float(cfg.eps), int(rem or 0), float(cfg.anneal), cfg.anneal_at, n_chunks=n_chunks,
-                           log_every=cfg.steps // cfg.n_eval, batch=cfg.batch, n_test=cfg.n_test, L=int(L), has_rem=rem is not None)
+                           log_every=cfg.steps // cfg.n_eval, batch=cfg.batch, n_test=cfg.n_test, L=int(L),
+                           has_rem=rem is not None)
     o = overlaps(K, V, args[5][:, None], args[6][:, None])
     return {"att": np.asarray(att), "mlp": np.asarray(mlp), "o": np.asarray(o),
             "n": baselines.n_params(rows[0][4])}
