@@ -61,9 +61,9 @@ class DiagMLPConfig:
     also trained on the first evaluation seed's samples with the diagonal MLP's tuned step.
 
     Attention's step is ``alpha`` up to step :attr:`anneal_at` (``anneal_from`` of the ``steps``) and
-    ``anneal * alpha`` from it on: at a constant step the iterate hovers around the point it reaches, at a
-    distance that grows with the step (the appendix on related models asks where it ends). ``anneal = 1``
-    keeps the step constant. The MLP's Adam step is constant."""
+    ``anneal * alpha`` from it on: at a constant step the iterate hovers around the point it reaches (each
+    step adds the step size times a mini-batch gradient, whose noise does not vanish there), and the
+    appendix on related models asks where it ends. ``anneal = 1`` keeps the step constant. The MLP's Adam step is constant."""
     d: int = 32
     gamma: float = math.sqrt(0.5)
     eps: float = 0.1
