@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from slr import baselines, loop, pgd, sgd, task, tuning
+from slr import baselines, landscape, loop, pgd, sgd, task, tuning
 from slr import risk as R
 from slr._validate import check_int, check_interval, check_nonneg, check_positive
 from slr.overlaps import overlaps
@@ -60,10 +60,16 @@ class DiagMLPConfig:
     At each L of ``tied_Ls`` (a subset of ``Ls``) the tied MLP (Deep Sets, exercise ``related_ex3``) is
     also trained on the first evaluation seed's samples with the diagonal MLP's tuned step.
 
-    Attention's step is ``alpha`` up to step :attr:`anneal_at` (``anneal_from`` of the ``steps``) and
-    ``anneal * alpha`` from it on: at a constant step the iterate hovers around the point it reaches (each
-    step adds the step size times a mini-batch gradient, whose noise does not vanish there), and the
-    appendix on related models asks where it ends. ``anneal = 1`` keeps the step constant. The MLP's Adam step is constant."""
+    Attention's step is cut from ``alpha`` to ``anneal * alpha`` at the first step ``t >= anneal_at``
+    (``anneal_from`` of the ``steps``) at which the run is at one of its two points, the oracle or the
+    role-swapped one (the rule of :func:`slr.landscape.classify` with tolerance ``cut_tol``, read at every
+    step by :func:`slr.landscape.point_masks`), and stays cut; a run at neither keeps ``alpha``. At a
+    constant step the iterate hovers around the point it reaches (each step adds the step size times a
+    mini-batch gradient, whose noise does not vanish there), and the appendix on related models asks where
+    it ends. The rule reads the oracle's ``k*``, ``v*``: it is a way to measure where a run settles, not a
+    schedule a learner without the oracle could follow. With ``cut_at_point=False`` every run is cut at
+    ``anneal_at``, wherever it is (a run still on its way to a point then slows tenfold). ``anneal = 1``
+    keeps the step constant. The MLP's Adam step is constant."""
     d: int = 32
     gamma: float = math.sqrt(0.5)
     eps: float = 0.1
@@ -82,6 +88,8 @@ class DiagMLPConfig:
     tied_Ls: tuple = (20,)
     anneal: float = 0.1
     anneal_from: float = 2 / 3
+    cut_at_point: bool = True
+    cut_tol: float = 0.2
 
     def validate(self) -> "DiagMLPConfig":
         for name in ("d", "steps", "batch", "width", "seeds", "tune_seeds", "chunk", "n_test", "n_eval"):
@@ -99,23 +107,31 @@ class DiagMLPConfig:
         check_interval("anneal", self.anneal, 0.0, 1.0)
         check_positive("anneal", self.anneal)
         check_interval("anneal_from", self.anneal_from, 0.0, 1.0)
+        if not 0 < self.cut_tol < 0.5:
+            raise ValueError(f"cut_tol must be in (0, 0.5), got {self.cut_tol!r}")
+        if not isinstance(self.cut_at_point, bool):
+            raise ValueError(f"cut_at_point must be True or False, got {self.cut_at_point!r}")
         return self
 
     @property
     def anneal_at(self) -> int:
-        """The first step (0-based) made at attention's annealed step ``anneal * alpha``."""
+        """The first step (0-based) at which attention's step may be cut to ``anneal * alpha``."""
         return int(round(self.anneal_from * self.steps))
 
 
 @partial(jax.jit, static_argnames=("n_chunks", "log_every", "batch", "n_test", "L", "has_rem"))
-def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, rem, anneal, anneal_at, *,
-          n_chunks, log_every, batch, n_test, L, has_rem):
+def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, rem, anneal, anneal_at, theta_star,
+          cut_tol, cut_all, *, n_chunks, log_every, batch, n_test, L, has_rem):
     """Runs (axis 0 of every array argument, N), each reading its own training stream and test batch
     (:func:`slr.sgd.batch_keys`): attention (Eq. 3, the projected step of Definition 1 on the mini-batch
-    loss, as :func:`slr.sgd.train`) at step ``alpha``, then ``anneal * alpha`` from step ``anneal_at`` on
-    (0-based), and the diagonal MLP (Adam) at step ``lr``, both on the same fresh batch at every step
-    (drawn once, in float32: module docstring, "Precision"). Returns the test mean squared errors at the
-    logs, (N, T) twice, and the attention iterates there, (N, T, d) twice. ``log_every`` is static: the
+    loss, as :func:`slr.sgd.train`) at step ``alpha``, then ``anneal * alpha`` from the first step
+    ``t >= anneal_at`` (0-based) at which its overlaps with ``ks``, ``vs`` are at the oracle point or at the
+    role-swapped point of ``theta_star`` (:func:`slr.landscape.point_masks`, tolerance ``cut_tol``; with
+    ``cut_all`` from step ``anneal_at`` wherever it is), and the diagonal MLP (Adam) at step ``lr``, both on
+    the same fresh batch at every step (drawn once, in float32: module docstring, "Precision"). Returns
+    the test mean squared errors at the logs, (N, T) twice, the attention iterates there, (N, T, d)
+    twice, and the step at which each run's step was cut as seen at each log, (N, T) (the number of steps
+    of the budget while it is not). ``log_every`` is static: the
     step is compiled once (a traced chunk length adds a copy). The runs are made in turn (``jax.lax.map``),
     not vectorised: ``vmap`` over them was slower on the book's 2-core CPU (8 runs at L = 20: 6.4 s
     against 5.2 s)."""
@@ -129,19 +145,24 @@ def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, 
         opt = optax.adam(lr)
 
         def body(carry, t):
-            (k, v), (p, st) = carry
+            (k, v, t_cut), (p, st) = carry
             X, y, _ = task.assemble(sgd.fresh_draws(stream, t, batch=batch, L=L, d=d, dtype=DRAWS), ks[None],
                                     vs[None], gamma=gamma, eps=eps)
-            a = jnp.where(t >= anneal_at, anneal * alpha, alpha)
+            at_oracle, at_swap = landscape.point_masks(*overlaps(k, v, ks, vs), theta_star=theta_star,
+                                                       tol=cut_tol)
+            cut_now = (t >= anneal_at) & (cut_all | at_oracle | at_swap)
+            t_cut = jnp.where(cut_now & (t < t_cut), t, t_cut).astype(t_cut.dtype)
+            a = jnp.where(t >= t_cut, anneal * alpha, alpha)
             k, v = pgd.projected_step(k, v, *jax.grad(att_loss, argnums=(0, 1))(k, v, X, y), a)
             upd, st = opt.update(jax.grad(mlp_loss)(p, X, y), st, p)
-            return (k, v), (optax.apply_updates(p, upd), st)
+            return (k, v, t_cut), (optax.apply_updates(p, upd), st)
 
         def log(carry):
-            (k, v), (p, _) = carry
-            return att_loss(k, v, Xt, yt), mlp_loss(p, Xt, yt), k, v
+            (k, v, t_cut), (p, _) = carry
+            return att_loss(k, v, Xt, yt), mlp_loss(p, Xt, yt), k, v, t_cut
 
-        return loop.run_chunks(body, ((k0, v0), (params, opt.init(params))), log, n_chunks, log_every,
+        never = jnp.asarray(n_chunks * log_every + (rem if has_rem else 0), jnp.int32)
+        return loop.run_chunks(body, ((k0, v0, never), (params, opt.init(params))), log, n_chunks, log_every,
                                rem if has_rem else None, 1)
 
     return jax.lax.map(lambda a: one(*a), (key_test, stream, k0, v0, params, ks, vs, alpha, lr))
@@ -155,7 +176,8 @@ def _keys(L, seed):
 def call_runs(cfg, L, lam, runs):
     """The runs ``[(seed, alpha, lr)]`` at one L, in one compiled call of :func:`_runs`: a dict with the
     test mean squared errors ``att`` and ``mlp`` (N, T), the overlaps (kappa, nu, theta, eta, rho) of the
-    attention iterates at the logs ``o`` (5, N, T), and the MLP's number of parameters ``n``."""
+    attention iterates at the logs ``o`` (5, N, T), the step at which attention's step was cut ``cut`` (N,;
+    ``cfg.steps`` if never: :class:`DiagMLPConfig`) and the MLP's number of parameters ``n``."""
     rows = []
     for seed, _, _ in runs:
         k_oracle, k_init, k_mlp, k_train = _keys(L, seed)
@@ -167,13 +189,15 @@ def call_runs(cfg, L, lam, runs):
     stack = lambda *xs: jax.tree_util.tree_map(lambda *a: jnp.stack(a), *xs)
     args = stack(*rows)
     n_chunks, rem = loop.schedule(cfg.steps, cfg.steps // cfg.n_eval)
-    att, mlp, K, V = _runs(*args, jnp.asarray([a for _, a, _ in runs], float),
-                           jnp.asarray([m for _, _, m in runs], float), float(lam), float(cfg.gamma),
-                           float(cfg.eps), int(rem or 0), float(cfg.anneal), cfg.anneal_at, n_chunks=n_chunks,
-                           log_every=cfg.steps // cfg.n_eval, batch=cfg.batch, n_test=cfg.n_test, L=int(L),
-                           has_rem=rem is not None)
+    theta_star = float(landscape.swap_theta(lam, gamma=cfg.gamma, d=cfg.d))
+    att, mlp, K, V, cut = _runs(*args, jnp.asarray([a for _, a, _ in runs], float),
+                                jnp.asarray([m for _, _, m in runs], float), float(lam), float(cfg.gamma),
+                                float(cfg.eps), int(rem or 0), float(cfg.anneal), cfg.anneal_at, theta_star,
+                                float(cfg.cut_tol), not cfg.cut_at_point, n_chunks=n_chunks,
+                                log_every=cfg.steps // cfg.n_eval, batch=cfg.batch, n_test=cfg.n_test, L=int(L),
+                                has_rem=rem is not None)
     o = overlaps(K, V, args[5][:, None], args[6][:, None])
-    return {"att": np.asarray(att), "mlp": np.asarray(mlp), "o": np.asarray(o),
+    return {"att": np.asarray(att), "mlp": np.asarray(mlp), "o": np.asarray(o), "cut": np.asarray(cut)[:, -1],
             "n": baselines.n_params(rows[0][4])}
 
 
@@ -211,7 +235,8 @@ def _join(parts):
     """The outputs of several :func:`call_runs` (with the number of real runs of each) along the runs."""
     return {"att": np.concatenate([p["att"][:n] for p, n in parts]),
             "mlp": np.concatenate([p["mlp"][:n] for p, n in parts]),
-            "o": np.concatenate([p["o"][:, :n] for p, n in parts], axis=1), "n": parts[0][0]["n"]}
+            "o": np.concatenate([p["o"][:, :n] for p, n in parts], axis=1),
+            "cut": np.concatenate([p["cut"][:n] for p, n in parts]), "n": parts[0][0]["n"]}
 
 
 def _tied(cfg, L, seed, lr):
@@ -233,6 +258,7 @@ def _collect(cfg, L, lam, oracle, lrs, ev):
     for i, f in enumerate(("kappa", "nu", "theta", "eta", "rho")):
         out[f] = ev["o"][i, :, -1]
     out["overlaps_t"] = ev["o"]
+    out["cut_step"] = ev["cut"]
     return {**out, "n_mlp": ev["n"], "lr_att": lrs[0], "lr_mlp": lrs[1], "lam": lam, "oracle": oracle,
             "linear": R.linear_risk(gamma=cfg.gamma, L=L, eps=cfg.eps)}
 
@@ -242,7 +268,8 @@ def diag_mlp_comparison(cfg: DiagMLPConfig, seed: int) -> dict:
     (seed, ..., seed + seeds - 1; axis 1) the test mean squared errors ``att_mse``, ``mlp_mse`` at the
     logged ``step`` (axis 2), the closed-form risk (Prop. 15) of the attention iterate at the logs
     ``att_exact_t`` and at the end ``att_exact``, the final ``kappa``, ``nu``, ``theta``, ``eta``, ``rho``,
-    and all five at the logs, ``overlaps_t`` (L, 5, seeds, T) in that order;
+    and all five at the logs, ``overlaps_t`` (L, 5, seeds, T) in that order, the step at which attention's
+    step was cut ``cut_step`` (``steps`` if never: :class:`DiagMLPConfig`);
     per L the ``lam`` used, the ``oracle`` and best ``linear`` risks, ``n_mlp`` parameters. For each L of
     ``cfg.tied_Ls`` (axis 0): the tied MLP's test mean squared errors ``tied_mse`` at the logged steps on
     the first evaluation seed (seed) with ``lr_mlp``, and its ``tied_n`` parameters.

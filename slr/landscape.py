@@ -42,7 +42,7 @@ from slr.overlaps import NAMES, dist_manifold, gram_vectors
 from slr.risk import closed_form
 
 __all__ = ["swap_theta", "swap_theta_linear", "swap_risk", "swap_risk_linear", "crossover",
-           "riemannian_derivatives", "random_overlaps", "global_minimum", "pgd_search", "classify", "KINDS",
+           "riemannian_derivatives", "random_overlaps", "global_minimum", "pgd_search", "classify", "point_masks", "KINDS",
            "swap_deviation", "transverse_hessian", "risk8_value_grad",
            "risk8_value_grad_rows"]
 
@@ -253,12 +253,21 @@ def classify(kappa, nu, theta, eta, rho, *, lam, gamma, d, tol: float = 0.2):
     tol = float(tol)
     if not 0 < tol < 0.5:
         raise ValueError(f"tol must be in (0, 0.5), got {tol!r}")
-    k, n, t, e, r = np.broadcast_arrays(*o)
-    ts = swap_theta(lam, gamma=gamma, d=d)
-    oracle = (dist_manifold(t, e, r) <= tol) & (np.abs(n) >= 1 - tol) & (k * n > 0)
-    swap = ((np.abs(e) >= 1 - tol) & (np.maximum(np.maximum(np.abs(k), np.abs(n)), np.abs(r)) <= tol)
-            & (t * e > 0) & (np.abs(np.abs(t) - ts) <= tol))
+    oracle, swap = point_masks(*np.broadcast_arrays(*o), theta_star=swap_theta(lam, gamma=gamma, d=d), tol=tol)
     return np.where(oracle, KINDS[0], np.where(swap, KINDS[1], KINDS[2]))
+
+
+def point_masks(kappa, nu, theta, eta, rho, *, theta_star, tol):
+    """(at the oracle point, at the role-swapped point): the two boolean rules of :func:`classify`, with the
+    role-swapped point's theta* given (:func:`swap_theta`) and no argument checks. Traceable (JAX arrays or
+    tracers in, JAX out; NumPy in, NumPy out), so that a training loop can read it at every step
+    (:mod:`slr.appendix_f`)."""
+    xp = jnp if any(isinstance(x, jax.Array) for x in (kappa, nu, theta, eta, rho)) else np
+    k, n, t, e, r = kappa, nu, theta, eta, rho
+    oracle = (dist_manifold(t, e, r) <= tol) & (xp.abs(n) >= 1 - tol) & (k * n > 0)
+    swap = ((xp.abs(e) >= 1 - tol) & (xp.maximum(xp.maximum(xp.abs(k), xp.abs(n)), xp.abs(r)) <= tol)
+            & (t * e > 0) & (xp.abs(xp.abs(t) - theta_star) <= tol))
+    return oracle, swap
 
 
 def swap_deviation(kappa, nu, theta, eta, rho, *, lam, gamma, d):

@@ -46,6 +46,11 @@ def test_diag_mlp_comparison_small():
     for bad in (-0.1, 1.1):
         with pytest.raises(ValueError, match="anneal_from"):
             AF.DiagMLPConfig(anneal_from=bad).validate()
+    for bad in (0.0, 0.5, float("nan")):
+        with pytest.raises(ValueError, match="cut_tol"):
+            AF.DiagMLPConfig(cut_tol=bad).validate()
+    with pytest.raises(ValueError, match="cut_at_point"):
+        AF.DiagMLPConfig(cut_at_point=1).validate()
     assert AF.DiagMLPConfig().anneal_at == 1000   # 2/3 of 1500 steps: steps 1000 to 1499 annealed
 
 
@@ -158,12 +163,13 @@ def test_joint_training_is_each_model_trained_alone():
 
 
 def test_annealing():
-    """Attention's step is alpha before step anneal_at and anneal * alpha from it on: annealing from step 0
-    is the constant step anneal * alpha; annealing from the 10th of 20 steps leaves the logs up to step 10
-    as the constant run's and changes those after; the MLP is not annealed."""
+    """With cut_at_point False, attention's step is alpha before step anneal_at and anneal * alpha from it
+    on, wherever the run is: annealing from step 0 is the constant step anneal * alpha; annealing from the
+    10th of 20 steps leaves the logs up to step 10 as the constant run's and changes those after; the MLP
+    is not annealed."""
     from dataclasses import replace
     cfg = AF.DiagMLPConfig(d=8, Ls=(3,), steps=20, batch=8, width=2, n_test=50, n_eval=4, tied_Ls=(),
-                           anneal=1.0).validate()
+                           anneal=1.0, cut_at_point=False).validate()
     L, lam = 3, 0.3
     run = lambda c, a: AF.call_runs(c, L, lam, [(7, a, 1e-2)])
     const, small = run(cfg, 0.1), run(cfg, 0.1 * 0.25)
@@ -172,6 +178,38 @@ def test_annealing():
     np.testing.assert_array_equal(from_0["att"], small["att"])
     np.testing.assert_array_equal(half["att"][:, :3], const["att"][:, :3])
     np.testing.assert_array_equal(half["mlp"], const["mlp"])
+    assert (from_0["cut"][0], half["cut"][0], const["cut"][0]) == (0, 10, 13)   # all cut at anneal_at
     assert not np.allclose(half["att"][:, 3:], const["att"][:, 3:], rtol=1e-6)   # annealed after step 10
     assert not np.allclose(half["att"][:, 3:], run(replace(cfg, anneal=0.25, anneal_from=0.55), 0.1)["att"][:, 3:],
                            rtol=1e-6)   # control: annealed from step 11, another run
+
+
+def test_cut_at_point():
+    """With cut_at_point (the default), each run's step is cut at the first step t >= anneal_at at which its
+    overlaps are at the oracle or the role-swapped point (slr.landscape.classify's rule, tolerance cut_tol),
+    read here on a log at every step of the constant-step run: the cut run is that run up to step t and
+    another after; a run that reaches no point in the budget is never cut. Control: cut_at_point False
+    cuts at anneal_at."""
+    from dataclasses import replace
+    from slr import landscape
+    L, lam = 3, 0.3
+    cfg = AF.DiagMLPConfig(d=8, Ls=(L,), steps=80, batch=8, width=2, n_test=50, n_eval=80, tied_Ls=(),
+                           anneal=1.0, anneal_from=0.5).validate()   # anneal_at = 40, a log at every step
+    cut_cfg = replace(cfg, anneal=0.25)
+    runs = [(1, 0.1, 1e-2), (2, 0.1, 1e-2), (0, 0.01, 1e-2)]   # (seed, alpha, lr)
+    const, cut = AF.call_runs(cfg, L, lam, runs), AF.call_runs(cut_cfg, L, lam, runs)
+    kinds = np.array([[str(landscape.classify(*const["o"][:, r, t], lam=lam, gamma=cfg.gamma, d=cfg.d,
+                                              tol=cfg.cut_tol)) for t in range(81)] for r in range(3)])
+    first = [next((t for t in range(40, 80) if kinds[r, t] != "other"), 80) for r in range(3)]
+    # the first run reaches the oracle point after anneal_at, the second the role-swapped one, the third none
+    assert 40 < first[0] < 80 and 40 < first[1] < 80 and first[2] == 80
+    assert (kinds[0, first[0]], kinds[1, first[1]]) == ("oracle", "role-swapped")
+    np.testing.assert_array_equal(cut["cut"], first)
+    for r in range(2):
+        np.testing.assert_array_equal(cut["att"][r, :first[r] + 1], const["att"][r, :first[r] + 1])
+        assert not np.allclose(cut["att"][r, first[r] + 2:], const["att"][r, first[r] + 2:], rtol=1e-6)
+    np.testing.assert_array_equal(cut["att"][2], const["att"][2])   # never at a point: never cut
+    np.testing.assert_array_equal(cut["mlp"], const["mlp"])
+    every = AF.call_runs(replace(cut_cfg, cut_at_point=False), L, lam, runs)   # control: cut at anneal_at
+    np.testing.assert_array_equal(every["cut"], [40, 40, 40])
+    assert not np.allclose(every["att"][2, 42:], const["att"][2, 42:], rtol=1e-6)
