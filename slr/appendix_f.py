@@ -55,8 +55,9 @@ class DiagMLPConfig:
     :func:`slr.baselines.train_diag_mlp`), on the same fresh batches, at each L of ``Ls``. The pairs of the
     grids (``lrs_attention[i]``, ``lrs_mlp[i]``, the shorter grid padded with its last value) are trained on
     ``tune_seeds`` tuning seeds (``seed + tune_seed``, ``seed + tune_seed + 1``, ...: :func:`tune_runs`);
-    each model's step size is the one of the smallest mean final test error over them. Then ``seeds`` evaluation seeds are run with it. The
-    runs are made ``chunk`` at a time, one compiled call per chunk (a task on one of the two threads).
+    each model's step size is the one of the smallest mean final test error over them. Then ``seeds``
+    evaluation seeds are run with it. The runs are made ``chunk`` at a time, one compiled call per chunk
+    (a task on one of the two threads).
     At each L of ``tied_Ls`` (a subset of ``Ls``) the tied MLP (Deep Sets, exercise ``related_ex3``) is
     also trained on the first evaluation seed's samples with the diagonal MLP's tuned step.
 
@@ -68,8 +69,8 @@ class DiagMLPConfig:
     mini-batch gradient, whose noise does not vanish there), and the appendix on related models asks where
     it ends. The rule reads the oracle's ``k*``, ``v*``: it is a way to measure where a run settles, not a
     schedule a learner without the oracle could follow. With ``cut_at_point=False`` every run is cut at
-    ``anneal_at``, wherever it is (a run still on its way to a point then slows tenfold). ``anneal = 1``
-    keeps the step constant. The MLP's Adam step is constant."""
+    ``anneal_at``, wherever it is (a run still on its way to a point then moves ``anneal`` times as far a
+    step). ``anneal = 1`` keeps the step constant. The MLP's Adam step is constant."""
     d: int = 32
     gamma: float = math.sqrt(0.5)
     eps: float = 0.1
@@ -131,10 +132,9 @@ def _runs(key_test, stream, k0, v0, params, ks, vs, alpha, lr, lam, gamma, eps, 
     the same fresh batch at every step (drawn once, in float32: module docstring, "Precision"). Returns
     the test mean squared errors at the logs, (N, T) twice, the attention iterates there, (N, T, d)
     twice, and the step at which each run's step was cut as seen at each log, (N, T) (the number of steps
-    of the budget while it is not). ``log_every`` is static: the
-    step is compiled once (a traced chunk length adds a copy). The runs are made in turn (``jax.lax.map``),
-    not vectorised: ``vmap`` over them was slower on the book's 2-core CPU (8 runs at L = 20: 6.4 s
-    against 5.2 s)."""
+    of the budget while it is not). ``log_every`` is static: the step is compiled once (a traced chunk
+    length adds a copy). The runs are made in turn (``jax.lax.map``), not vectorised: ``vmap`` over them
+    was slower on the book's 2-core CPU (8 runs at L = 20: 6.4 s against 5.2 s)."""
     d = ks.shape[-1]
 
     def one(key_test, stream, k0, v0, params, ks, vs, alpha, lr):

@@ -42,9 +42,8 @@ from slr.overlaps import NAMES, dist_manifold, gram_vectors
 from slr.risk import closed_form
 
 __all__ = ["swap_theta", "swap_theta_linear", "swap_risk", "swap_risk_linear", "crossover",
-           "riemannian_derivatives", "random_overlaps", "global_minimum", "pgd_search", "classify", "point_masks", "KINDS",
-           "swap_deviation", "transverse_hessian", "risk8_value_grad",
-           "risk8_value_grad_rows"]
+           "riemannian_derivatives", "random_overlaps", "global_minimum", "pgd_search", "classify", "point_masks",
+           "KINDS", "swap_deviation", "transverse_hessian", "risk8_value_grad", "risk8_value_grad_rows"]
 
 KINDS = ("oracle", "role-swapped", "other")
 _C = 2.0 / math.sqrt(math.pi)  # erf'(0): erf(x) = C x + O(x^3)
