@@ -51,7 +51,7 @@ def test_diag_mlp_comparison_small():
             AF.DiagMLPConfig(cut_tol=bad).validate()
     with pytest.raises(ValueError, match="cut_at_point"):
         AF.DiagMLPConfig(cut_at_point=1).validate()
-    assert AF.DiagMLPConfig().anneal_at == 1000   # 2/3 of 1500 steps: steps 1000 to 1499 annealed
+    assert AF.DiagMLPConfig().anneal_at == 1000   # 2/3 of 1500 steps: a run may be cut from step 1000 on
 
 
 def test_chunks_pad_the_last_call_to_the_shape_of_the_first():
