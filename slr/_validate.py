@@ -14,7 +14,7 @@ import numpy as np
 from jax.core import Tracer
 
 __all__ = [
-    "check_int", "check_positive", "check_nonneg", "check_interval", "check_unit",
+    "check_int", "check_positive", "check_nonneg", "check_interval", "check_open_interval", "check_unit",
     "check_orthogonal", "check_key", "is_traced",
     "check_lam", "check_run", "check_unit_rows", "check_positive_array", "check_probs", "check_oracle",
     "check_vectors", "check_float_dtype",
@@ -96,6 +96,13 @@ def check_interval(name: str, value, lo: float, hi: float, atol: float = 0.0):
         raise ValueError(f"{name} must be in [{lo}, {hi}], got {bad!r}")
     return value
 
+
+
+def check_open_interval(name: str, value, lo: float, hi: float) -> float:
+    """A finite scalar in the open interval (lo, hi) (NaN fails)."""
+    if not lo < value < hi:
+        raise ValueError(f"{name} must be in ({lo:g}, {hi:g}), got {value!r}")
+    return value
 
 def _vector(name, value, d=None):
     arr = np.asarray(value, dtype=float)

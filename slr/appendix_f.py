@@ -31,7 +31,7 @@ import optax
 
 from slr import baselines, landscape, loop, pgd, sgd, task, tuning
 from slr import risk as R
-from slr._validate import check_int, check_interval, check_nonneg, check_positive
+from slr._validate import check_int, check_interval, check_nonneg, check_open_interval, check_positive
 from slr.overlaps import overlaps
 from slr.predictors import attention_erf
 
@@ -108,8 +108,7 @@ class DiagMLPConfig:
         check_interval("anneal", self.anneal, 0.0, 1.0)
         check_positive("anneal", self.anneal)
         check_interval("anneal_from", self.anneal_from, 0.0, 1.0)
-        if not 0 < self.cut_tol < 0.5:
-            raise ValueError(f"cut_tol must be in (0, 0.5), got {self.cut_tol!r}")
+        check_open_interval("cut_tol", self.cut_tol, 0.0, 0.5)   # slr.landscape.classify's tol
         if not isinstance(self.cut_at_point, bool):
             raise ValueError(f"cut_at_point must be True or False, got {self.cut_at_point!r}")
         return self

@@ -36,7 +36,7 @@ from scipy.optimize import brentq, minimize
 from slr import cache, loop
 from slr._minimize import bfgs_together
 from slr import gaussian as G
-from slr._validate import (check_int, check_interval, check_key, check_positive,
+from slr._validate import (check_int, check_interval, check_key, check_open_interval, check_positive,
                            check_positive_array, check_run)
 from slr.overlaps import NAMES, dist_manifold, gram_vectors
 from slr.risk import closed_form
@@ -250,8 +250,7 @@ def classify(kappa, nu, theta, eta, rho, *, lam, gamma, d, tol: float = 0.2):
     for name, val in zip(NAMES, o):
         check_interval(name, val, -1.0, 1.0, atol=1e-9)
     tol = float(tol)
-    if not 0 < tol < 0.5:
-        raise ValueError(f"tol must be in (0, 0.5), got {tol!r}")
+    check_open_interval("tol", tol, 0.0, 0.5)
     oracle, swap = point_masks(*np.broadcast_arrays(*o), theta_star=swap_theta(lam, gamma=gamma, d=d), tol=tol)
     return np.where(oracle, KINDS[0], np.where(swap, KINDS[1], KINDS[2]))
 
