@@ -51,6 +51,18 @@ def pad_to_block(x, block):
     return np.pad(flat, (0, -flat.size % block), mode="edge")
 
 
+def elementwise_blocks(fn, args, block):
+    """``fn(*args)`` for a jitted ``fn`` that is elementwise in its arguments (arrays broadcast), as float64
+    arrays of the broadcast shape, evaluated on blocks of ``block`` points: one compiled program for any
+    shape and any mix of scalars and arrays, where a call on the arguments themselves compiles one per
+    combination of shapes and dtypes. Each value is that of ``fn`` at its own point up to round-off
+    (XLA compiles a block and a scalar differently), not bit for bit."""
+    arrs = np.broadcast_arrays(*(np.asarray(a, np.float64) for a in args))
+    flat = [pad_to_block(a, block) for a in arrs]
+    out = np.concatenate([np.asarray(fn(*(a[i:i + block] for a in flat))) for i in range(0, flat[0].size, block)])
+    return out[:arrs[0].size].reshape(arrs[0].shape)
+
+
 def log_steps(steps, log_every):
     """Logged steps: 0, log_every, 2 log_every, ..., and ``steps`` itself."""
     s = list(range(0, steps + 1, log_every))

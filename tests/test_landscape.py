@@ -212,3 +212,50 @@ def test_pad_to_block_keeps_the_values_and_pads_with_the_last():
     p = loop.pad_to_block(x, 4)
     assert p.shape == (8,) and np.array_equal(p[:6], x.ravel()) and np.all(p[6:] == 5.0)
     assert loop.pad_to_block(np.arange(8.0), 4).shape == (8,)  # already a multiple: no padding
+
+
+_TRACED = []  # JAX's trace events (one per jit cache miss), recorded by a listener (public jax.monitoring)
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, secs, **_: _TRACED.append(event) if event == "/jax/core/compile/jaxpr_trace_duration" else None)
+
+
+def test_riemannian_derivatives_compile_once_for_every_shape():
+    """riemannian_derivatives evaluates one compiled program on blocks of points: a scalar point, a grid of
+    lam and 100 random points (two blocks) trace nothing new after a first call, and the values are those
+    of the pulled-back derivatives computed point by point (an independent jax.grad / jax.hessian of
+    closed_form through the retraction, at each point alone) up to round-off. Control: that pointwise
+    program, jitted, traces anew for a new shape of its arguments."""
+    kw = dict(gamma=math.sqrt(0.5), d=400, L=10)
+    LS.riemannian_derivatives(1.0, 1.0, 0.0, 0.0, 0.0, lam=0.1, **kw)
+    o = LS.random_overlaps(jax.random.key(1), 100)
+    _TRACED.clear()
+    scalar = LS.riemannian_derivatives(0.0, 0.0, 0.3, 1.0, 0.0, lam=0.1, **kw)
+    grid = LS.riemannian_derivatives(1.0, 1.0, 0.0, 0.0, 0.0, lam=np.geomspace(0.02, 1.5, 60), **kw)
+    rand = LS.riemannian_derivatives(*o, lam=0.3, **kw)
+    assert _TRACED == []
+    assert scalar[0].shape == scalar[1].shape == (8,) and grid[1].shape == (60, 8) and rand[0].shape == (100, 8)
+    five = np.eye(5)
+
+    def derivs(p, lam):   # the same pull-back, point by point, in the frame of gram_vectors
+        from slr.overlaps import gram_vectors
+        ks, vs, k, v = gram_vectors(*p, 5)
+        tk = np.linalg.qr(np.column_stack([k, five]))[0][:, 1:].T
+        tv = np.linalg.qr(np.column_stack([v, five]))[0][:, 1:].T
+
+        def pulled(x):
+            kk, vv = k + x[:4] @ tk, v + x[4:] @ tv
+            kk, vv = kk / jax.numpy.linalg.norm(kk), vv / jax.numpy.linalg.norm(vv)
+            return closed_form(kk @ ks, vv @ vs, vv @ ks, kk @ vs, kk @ vv, lam, kw["gamma"], 400.0, 10.0, 0.0)
+
+        z = np.zeros(8)
+        return np.asarray(jax.grad(pulled)(z)), np.linalg.eigvalsh(np.asarray(jax.hessian(pulled)(z)))
+
+    for i in (0, 37, 99):
+        g, ev = derivs([x[i] for x in o], 0.3)
+        np.testing.assert_allclose(rand[1][i], ev, rtol=1e-9, atol=1e-9)
+        assert abs(np.linalg.norm(rand[0][i]) - np.linalg.norm(g)) < 1e-9   # the tangent bases may differ
+    np.testing.assert_allclose(scalar[1], derivs((0.0, 0.0, 0.3, 1.0, 0.0), 0.1)[1], rtol=1e-9, atol=1e-9)
+    _TRACED.clear()
+    one = jax.jit(lambda x: x * 2.0)
+    one(np.zeros(3)), one(np.zeros(4))
+    assert len(_TRACED) == 2   # control: a jitted function traces once per new shape

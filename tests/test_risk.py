@@ -467,3 +467,32 @@ def test_multihead_oracle_excess_checks_its_arguments(kw, match):
     args = dict(lam=0.3, gamma=G_HALF, d=80, L=10) | kw
     with pytest.raises(ValueError, match=match):
         R.multihead_oracle_excess(**args)
+
+
+_TRACED = []  # JAX's trace events (one per jit cache miss), recorded by a listener (public jax.monitoring)
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, secs, **_: _TRACED.append(event) if event == "/jax/core/compile/jaxpr_trace_duration" else None)
+
+
+def test_closed_form_outside_a_jit_compiles_once_for_every_shape():
+    """Called on concrete float64 values, closed_form runs one compiled program on blocks of points: new
+    shapes and mixes of scalars, ints and arrays trace nothing new, and each value is the traced kernel's
+    (the same function under jax.jit, which compiles per shape) up to round-off. Control: the jitted call
+    on the same arguments traces a program per new shape."""
+    g, lam3 = math.sqrt(0.5), np.geomspace(0.02, 1.5, 3)
+    R.closed_form(1.0, 1.0, 0.0, 0.0, 0.0, 0.1, g, 400.0, 10.0, 0.0)  # the block program, once
+    calls = [(1.0, 1.0, 0.0, 0.0, 0.0, 0.1, g, 400, 10, 0.0),                   # ints for d, L
+             (0.3, -0.2, 0.1, 0.2, 0.05, np.geomspace(0.02, 1.5, 401), g, 400.0, 10, 0.1),  # two blocks
+             (np.linspace(-1, 1, 7)[:, None], 0.5, 0.0, 0.1, 0.0, lam3, g, 80.0, 2, 0.0),  # a (7, 3) grid
+             (jnp.asarray(0.5), 1.0, 0.0, 0.0, 0.0, jnp.asarray(lam3), g, 400.0, 10.0, 0.0)]  # jax arrays
+    _TRACED.clear()
+    out = [np.asarray(R.closed_form(*a)) for a in calls]
+    assert _TRACED == []
+    kernel = jax.jit(R.closed_form)   # traced: the kernel itself, one program per shape
+    ref = [np.asarray(kernel(*a)) for a in calls]
+    assert len(_TRACED) >= len(calls)   # control: the jitted call traced every new combination
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape and o.dtype == np.float64
+        np.testing.assert_allclose(o, r, rtol=1e-13, atol=1e-15)
+    # float32 arguments keep the kernel's own program and dtype (no float64 blocks)
+    assert R.closed_form(np.float32(1.0), 1.0, 0.0, 0.0, 0.0, np.float32(0.1), g, 400.0, 10, 0.0).dtype == np.float32
