@@ -97,12 +97,12 @@ def check_interval(name: str, value, lo: float, hi: float, atol: float = 0.0):
     return value
 
 
-
 def check_open_interval(name: str, value, lo: float, hi: float) -> float:
     """A finite scalar in the open interval (lo, hi) (NaN fails)."""
     if not lo < value < hi:
         raise ValueError(f"{name} must be in ({lo:g}, {hi:g}), got {value!r}")
     return value
+
 
 def _vector(name, value, d=None):
     arr = np.asarray(value, dtype=float)

@@ -107,7 +107,7 @@ _gap_jit = jax.jit(_gap_kernel)
 
 
 def _gap(lam, gamma, d, L, eps):  # one compiled program for the grid and for Brent's scalars
-    return loop.elementwise_blocks(_gap_jit, (lam, gamma, d, L, eps), 256)
+    return loop.in_blocks(_gap_jit, (lam, gamma, d, L, eps), 256)
 
 
 def crossover(d, *, gamma, L, eps=0.0, grid: int = 200):
@@ -161,16 +161,11 @@ def riemannian_derivatives(kappa, nu, theta, eta, rho, *, lam, gamma, d, L, eps=
     for name, val in zip(NAMES, (kappa, nu, theta, eta, rho)):
         check_interval(name, val, -1.0, 1.0, atol=1e-9)
     _check(lam, gamma, d, L, eps)
-    args = np.broadcast_arrays(*(np.clip(np.asarray(x, np.float64), -1.0, 1.0) for x in (kappa, nu, theta, eta, rho)),
-                               *(np.asarray(x, np.float64) for x in (lam, gamma, d, L, eps)))
+    clipped = (np.clip(np.asarray(x, np.float64), -1.0, 1.0) for x in (kappa, nu, theta, eta, rho))
     # blocks of _DERIVS_BLOCK points, each a call of one compiled program (a compilation per shape of the
     # points cost about 4 s on the slowest CPU the book ran on, four of them in the landscape chapter); the
     # values are those of a call on the points' own shape up to round-off, not bit for bit
-    flat = [loop.pad_to_block(a, _DERIVS_BLOCK) for a in args]
-    blocks = [_derivs_jit(*(jnp.asarray(a[i:i + _DERIVS_BLOCK]) for a in flat))
-              for i in range(0, flat[0].size, _DERIVS_BLOCK)]
-    n, shape = args[0].size, args[0].shape
-    return tuple(np.concatenate([np.asarray(b[j]) for b in blocks])[:n].reshape(shape + (8,)) for j in (0, 1))
+    return loop.in_blocks(_derivs_jit, (*clipped, lam, gamma, d, L, eps), _DERIVS_BLOCK)
 
 
 def random_overlaps(key, n, *, dim: int = 4):

@@ -51,16 +51,22 @@ def pad_to_block(x, block):
     return np.pad(flat, (0, -flat.size % block), mode="edge")
 
 
-def elementwise_blocks(fn, args, block):
-    """``fn(*args)`` for a jitted ``fn`` that is elementwise in its arguments (arrays broadcast), as float64
-    arrays of the broadcast shape, evaluated on blocks of ``block`` points: one compiled program for any
-    shape and any mix of scalars and arrays, where a call on the arguments themselves compiles one per
-    combination of shapes and dtypes. Each value is that of ``fn`` at its own point up to round-off
-    (XLA compiles a block and a scalar differently), not bit for bit."""
+def in_blocks(fn, args, block):
+    """``fn`` at the points of ``args`` (arrays broadcast, as float64), evaluated on blocks of ``block`` points.
+
+    ``fn`` (jitted) maps arrays of shape (block,), one per argument, to an array or a tuple of arrays with a
+    leading axis of length ``block`` (one row per point). Returns the same structure with the leading axis
+    replaced by the broadcast shape of ``args``. Every call has the same shapes, so ``fn`` compiles once
+    for any shape and any mix of scalars and arrays, where a call on the arguments themselves compiles a
+    program per combination of shapes and dtypes. The blocks are NumPy slices (``jnp.asarray`` would compile
+    a small program per shape). Each value is that of ``fn`` at its own point up to round-off (XLA compiles
+    a block and a single point differently), not bit for bit."""
     arrs = np.broadcast_arrays(*(np.asarray(a, np.float64) for a in args))
     flat = [pad_to_block(a, block) for a in arrs]
-    out = np.concatenate([np.asarray(fn(*(a[i:i + block] for a in flat))) for i in range(0, flat[0].size, block)])
-    return out[:arrs[0].size].reshape(arrs[0].shape)
+    outs = [fn(*(a[i:i + block] for a in flat)) for i in range(0, flat[0].size, block)]
+    n, shape = arrs[0].size, arrs[0].shape
+    join = lambda parts: (lambda x: x[:n].reshape(shape + x.shape[1:]))(np.concatenate([np.asarray(p) for p in parts]))
+    return tuple(join(parts) for parts in zip(*outs)) if isinstance(outs[0], tuple) else join(outs)
 
 
 def log_steps(steps, log_every):

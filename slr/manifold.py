@@ -225,15 +225,11 @@ def hessian_top_eigenvalue_overlaps(kappa, nu, theta, eta, rho, *, lam, gamma, d
     if not np.all(np.isfinite(lam_arr) & (lam_arr > 0)):
         raise ValueError(f"lam must be > 0 and finite (a scalar or an array), got {lam!r}")
     check_run(gamma=gamma, L=L, eps=eps, d=d)
-    args = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (kappa, nu, theta, eta, rho, lam)))
+    args = (kappa, nu, theta, eta, rho, lam)
     # blocks of _BLOCK points, each a call of one compiled program (a compilation per shape cost about
     # 2.8 s on the book's CPU, five of them in the pgd chapter); the values are those of a call on the
     # points' own shape up to round-off (measured: at most 2.9e-15 relative), not bit for bit
-    flat = [loop.pad_to_block(a, _BLOCK) for a in args]
-    out = np.concatenate([np.asarray(_hess_top_jit(*(jnp.asarray(a[i:i + _BLOCK]) for a in flat), float(gamma),
-                                                   float(d), float(L), float(eps)))
-                          for i in range(0, flat[0].size, _BLOCK)])
-    return out[:args[0].size].reshape(args[0].shape)
+    return loop.in_blocks(lambda *a: _hess_top_jit(*a, float(gamma), float(d), float(L), float(eps)), args, _BLOCK)
 
 
 def hessian_top_eigenvalue(k, v, k_star, v_star, *, lam, gamma, L, eps=0.0):

@@ -31,7 +31,7 @@ import numpy as np
 from slr import gaussian as G
 from slr import loop
 from slr._validate import (check_int, check_interval, check_nonneg, check_orthogonal, check_positive,
-                           check_risk_args, check_unit)
+                           check_risk_args, check_unit, is_traced)
 from slr.overlaps import overlaps  # noqa: F401  (risk_at; risk.overlaps kept importable for callers)
 from slr.other_risks import (SoftmaxExcess, affine_risk, linear_attention_best,  # noqa: F401
                              linear_attention_risk, linear_risk, linear_weights,
@@ -51,13 +51,13 @@ def closed_form(kappa, nu, theta, eta, rho, lam, gamma, d, L, eps):
     validation, differentiable; :func:`risk` is the checked entry point). Traced (under ``jax.jit``,
     ``jax.grad``, ``vmap``), or with float32 arguments, it is one jitted program. Called on concrete
     float64 values outside a jit, it evaluates that program on blocks of ``_BLOCK`` points
-    (:func:`slr.loop.elementwise_blocks`): one compilation for every shape, where each combination of
+    (:func:`slr.loop.in_blocks`): one compilation for every shape, where each combination of
     shapes and dtypes compiled its own program (14 in the landscape chapter, 11.1 s of XLA compilation
     on the slowest CPU the book ran on); the values move by round-off only. Returns a float64 array."""
     args = (kappa, nu, theta, eta, rho, lam, gamma, d, L, eps)
-    if any(isinstance(a, jax.core.Tracer) for a in args) or jnp.result_type(*args) != jnp.float64:
+    if any(is_traced(a) for a in args) or jnp.result_type(*args) != jnp.float64:
         return _closed_form_jit(*args)
-    return jax.device_put(loop.elementwise_blocks(_closed_form_jit, args, _BLOCK))  # (jnp.asarray compiles per shape)
+    return jax.device_put(loop.in_blocks(_closed_form_jit, args, _BLOCK))  # (jnp.asarray compiles per shape)
 
 
 @jax.jit

@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 from scipy.optimize import minimize_scalar
 
 from slr import landscape as LS, manifold
+from slr.overlaps import gram_vectors
 from slr.risk import closed_form
 
 G, D, L = math.sqrt(0.5), 400, 10
@@ -237,7 +238,6 @@ def test_riemannian_derivatives_compile_once_for_every_shape():
     five = np.eye(5)
 
     def derivs(p, lam):   # the same pull-back, point by point, in the frame of gram_vectors
-        from slr.overlaps import gram_vectors
         ks, vs, k, v = gram_vectors(*p, 5)
         tk = np.linalg.qr(np.column_stack([k, five]))[0][:, 1:].T
         tv = np.linalg.qr(np.column_stack([v, five]))[0][:, 1:].T
